@@ -1,0 +1,39 @@
+# The two commands a new user needs: `make run` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Runtime install: re-run when the project's dependencies change.
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# Test and lint tools on top of the runtime.
+$(VENV)/.dev: pyproject.toml $(VENV)/.runtime
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(VENV)/.runtime
+	$(BIN)/localgate serve
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(VENV)/.dev
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || \
+		{ echo "make bench needs wrk (Debian/Ubuntu: apt-get install wrk)"; exit 1; }
+	$(BIN)/python -m bench.run --out docs/benchmarks.md
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

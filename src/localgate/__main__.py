@@ -1,0 +1,5 @@
+"""``python -m localgate``."""
+
+from localgate.cli import main
+
+main()

@@ -1,0 +1,123 @@
+"""The application factory: builds the pipeline in the lifespan, nothing at import time."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from localgate.config import Settings
+from localgate.errors import LocalgateError
+from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
+from localgate.identity import SqliteKeyStore
+from localgate.observability import AccessLog, GatewayMetrics
+from localgate.observability.metrics import CONTENT_TYPE_LATEST
+from localgate.pipeline import Pipeline
+from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits, NoRedaction
+from localgate.requestid import RequestIdMiddleware
+from localgate.upstream import GeminiUpstream, Router
+from localgate.upstream.gemini import open_session
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("localgate")
+
+
+def create_app(settings: Settings) -> Starlette:
+    """A gateway for ``settings``; resources open and close with the app's lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        keys = SqliteKeyStore(settings.state_db_path)
+        access_log = AccessLog(settings.access_log_path)
+        access_log.start()
+        upstream_settings = settings.upstream
+        session = open_session(
+            upstream_settings.max_connections,
+            upstream_settings.connect_timeout_s,
+            upstream_settings.timeout_s,
+        )
+        upstream = GeminiUpstream(
+            name="gemini",
+            base_url=upstream_settings.base_url,
+            api_key=settings.upstream_api_key,
+            session=session,
+            read_timeout_s=upstream_settings.timeout_s,
+        )
+        router = Router(default=upstream)
+        for candidate in router.upstreams:
+            if candidate.ready is not None:
+                logger.warning("not ready to forward: %s", candidate.ready)
+        if settings.proxy.enable_audit:
+            logger.warning(
+                "proxy.enable_audit: the audit trail is not part of this version; "
+                "no audit records are written"
+            )
+        pipeline = Pipeline(
+            identity=IdentityStage(keys),
+            limits=NoLimits(),
+            redaction=NoRedaction(),
+            cache=NoCache(),
+            audit=NoAudit(),
+            router=router,
+        )
+        services = GatewayServices(
+            pipeline=pipeline,
+            metrics=GatewayMetrics(),
+            access_log=access_log,
+            max_body_bytes=settings.server.max_body_bytes,
+        )
+        try:
+            yield {"services": services, "keys": keys, "router": router}
+        finally:
+            await session.close()
+            access_log.close()
+            keys.close()
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Mount("/", app=GeminiEndpoint()),
+        ],
+        middleware=[Middleware(RequestIdMiddleware)],
+        lifespan=lifespan,
+    )
+
+
+async def healthz(request: Request) -> Response:
+    """The process is alive."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The state store answers and every upstream can be used."""
+    checks: dict[str, str] = {}
+    keys: SqliteKeyStore = request.state.keys
+    try:
+        keys.check()
+        checks["state_store"] = "ok"
+    except LocalgateError as exc:
+        checks["state_store"] = exc.message
+    router: Router = request.state.router
+    for upstream in router.upstreams:
+        checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
+    services: GatewayServices = request.state.services
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

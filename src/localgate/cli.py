@@ -1,0 +1,187 @@
+"""The ``localgate`` command: serve, check a configuration, manage tenant keys."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from localgate import __version__
+from localgate.config import Settings, load_settings
+from localgate.errors import ConfigError
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _config_option(func: F) -> F:
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="YAML configuration file (default: $LOCALGATE_CONFIG, else built-in defaults).",
+    )(func)
+
+
+def _load(config_path: Path | None) -> tuple[Settings, Path | None]:
+    try:
+        return load_settings(config_path)
+    except ConfigError as exc:
+        click.echo(f"localgate: invalid configuration in {exc.source}:", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem}", err=True)
+        sys.exit(1)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="localgate")
+def main() -> None:
+    """localgate: a self-hosted Gemini gateway that keeps personal data inside the company."""
+
+
+@main.command()
+@_config_option
+@click.option("--host", default=None, help="Address to listen on (default: server.host).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
+def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+    """Run the gateway."""
+    import uvicorn
+
+    from localgate.app import create_app
+
+    settings, source = _load(config_path)
+    logging.basicConfig(
+        level=settings.logging.level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    bind_host = host or settings.server.host
+    bind_port = settings.server.port if port is None else port
+    logging.getLogger("localgate").info(
+        "localgate %s: config %s, data in %s, upstream %s, listening on http://%s:%d",
+        __version__,
+        source or "<defaults>",
+        settings.data_dir,
+        settings.upstream.base_url,
+        bind_host,
+        bind_port,
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=bind_host,
+        port=bind_port,
+        access_log=False,
+        log_config=None,
+        log_level=settings.logging.level,
+        lifespan="on",
+        timeout_graceful_shutdown=30,
+    )
+
+
+@main.command()
+@_config_option
+def check(config_path: Path | None) -> None:
+    """Validate a configuration; print every problem with its field path."""
+    settings, source = _load(config_path)
+    click.echo(f"{source or '<defaults>'}: OK")
+    if settings.upstream_api_key is None:
+        click.echo(
+            "note: no upstream API key (GEMINI_API_KEY or upstream.api_key_file); "
+            "the gateway will start but refuse to forward"
+        )
+
+
+@main.group()
+def keys() -> None:
+    """Create, list and revoke tenant API keys."""
+
+
+def _key_store(config_path: Path | None) -> Any:
+    from localgate.identity import SqliteKeyStore
+
+    settings, _ = _load(config_path)
+    return SqliteKeyStore(settings.state_db_path)
+
+
+@keys.command("create")
+@_config_option
+@click.option("--tenant", required=True, help="Tenant the key belongs to.")
+@click.option("--label", default="", help="Free-text note, e.g. the application using the key.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object for scripts.")
+def keys_create(config_path: Path | None, tenant: str, label: str, as_json: bool) -> None:
+    """Create a key; it is printed once and stored only as a hash."""
+    store = _key_store(config_path)
+    try:
+        issued = store.create(tenant, label)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tenant") from exc
+    finally:
+        store.close()
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"tenant": issued.tenant, "key_id": issued.key_id, "key": issued.key.reveal()}
+            )
+        )
+        return
+    click.echo(f"Created key {issued.key_id} for tenant {issued.tenant}.")
+    click.echo("Store it now; it cannot be shown again:")
+    click.echo(issued.key.reveal())
+
+
+@keys.command("list")
+@_config_option
+@click.option("--tenant", default=None, help="Only this tenant's keys.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines for scripts.")
+def keys_list(config_path: Path | None, tenant: str | None, as_json: bool) -> None:
+    """List keys (ids, tenants, state; never the keys themselves)."""
+    store = _key_store(config_path)
+    try:
+        records = store.list(tenant)
+    finally:
+        store.close()
+    if as_json:
+        for record in records:
+            click.echo(
+                json.dumps(
+                    {
+                        "key_id": record.key_id,
+                        "tenant": record.tenant,
+                        "label": record.label,
+                        "created_at": record.created_at,
+                        "revoked_at": record.revoked_at,
+                    }
+                )
+            )
+        return
+    if not records:
+        click.echo("No keys.")
+        return
+    click.echo(f"{'KEY ID':<18}{'TENANT':<20}{'CREATED':<27}{'STATE':<9}LABEL")
+    for record in records:
+        state = "revoked" if record.revoked_at else "active"
+        click.echo(
+            f"{record.key_id:<18}{record.tenant:<20}{record.created_at:<27}{state:<9}{record.label}"
+        )
+
+
+@keys.command("revoke")
+@_config_option
+@click.argument("key_id")
+def keys_revoke(config_path: Path | None, key_id: str) -> None:
+    """Revoke a key; the running gateway refuses it from the next request on."""
+    store = _key_store(config_path)
+    try:
+        found = store.revoke(key_id)
+    finally:
+        store.close()
+    if not found:
+        click.echo(f"localgate: no key with id {key_id}", err=True)
+        sys.exit(1)
+    click.echo(f"Revoked key {key_id}.")

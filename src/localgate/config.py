@@ -1,0 +1,229 @@
+"""Configuration: one validated YAML file plus environment overrides for secrets and paths.
+
+A bad file is rejected as a whole with every problem listed as ``field.path: reason``;
+nothing is half-applied. Environment variables override the file:
+
+- ``LOCALGATE_CONFIG``        path of the YAML file (when ``--config`` is not given)
+- ``LOCALGATE_DATA_DIR``      ``data_dir``
+- ``LOCALGATE_UPSTREAM_URL``  ``upstream.base_url``
+- ``GEMINI_API_KEY``          the upstream's API key (wins over ``upstream.api_key_file``)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from localgate.errors import ConfigError
+from localgate.secret import Secret
+
+__all__ = [
+    "CacheSettings",
+    "LoggingSettings",
+    "ProxySettings",
+    "RedactionRule",
+    "ServerSettings",
+    "Settings",
+    "UpstreamSettings",
+    "load_settings",
+]
+
+ENV_CONFIG = "LOCALGATE_CONFIG"
+ENV_DATA_DIR = "LOCALGATE_DATA_DIR"
+ENV_UPSTREAM_URL = "LOCALGATE_UPSTREAM_URL"
+ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
+
+
+class _Section(BaseModel):
+    """A configuration section: unknown keys are errors, so typos do not pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    """Where the gateway listens and what it accepts."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(20 * 1024 * 1024, gt=0)
+
+
+class UpstreamSettings(_Section):
+    """The default Gemini upstream."""
+
+    base_url: str = "https://generativelanguage.googleapis.com"
+    api_key_file: Path | None = None
+    connect_timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(600.0, gt=0)
+    max_connections: int = Field(256, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or fragment")
+        return value.rstrip("/")
+
+
+class LoggingSettings(_Section):
+    """Access log and process log."""
+
+    access_log: Path | None = None
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class RedactionRule(_Section):
+    """A custom redaction rule from the configuration."""
+
+    pattern: str = Field(min_length=1)
+    replacement: str = "[REDACTED]"
+    type: str = Field("CUSTOM", pattern=r"^[A-Z][A-Z0-9_]*$")
+
+
+class ProxySettings(_Section):
+    """Data-localization policy of the proxy."""
+
+    enable_audit: bool = True
+    redaction_rules: tuple[RedactionRule, ...] = ()
+
+
+class CacheSettings(_Section):
+    """Local vector cache."""
+
+    enabled: bool = False
+    vector_store: Literal["chroma"] = "chroma"
+    persist_path: Path | None = None
+
+
+class Settings(_Section):
+    """The whole gateway configuration."""
+
+    data_dir: Path = Path("data")
+    server: ServerSettings = ServerSettings()
+    upstream: UpstreamSettings = UpstreamSettings()
+    logging: LoggingSettings = LoggingSettings()
+    proxy: ProxySettings = ProxySettings()
+    cache: CacheSettings = CacheSettings()
+    # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
+    upstream_api_key: Secret | None = Field(None, exclude=True)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    @property
+    def state_db_path(self) -> Path:
+        """The SQLite file holding keys and other gateway state."""
+        return self.data_dir / "localgate.db"
+
+    @property
+    def access_log_path(self) -> Path:
+        """Where the JSON access log goes."""
+        return self.logging.access_log or self.data_dir / "logs" / "access.log"
+
+
+def load_settings(
+    path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Settings, Path | None]:
+    """Load, override from the environment and validate; returns the settings and the file used.
+
+    Raises ``ConfigError`` listing every problem found.
+    """
+    env = os.environ if environ is None else environ
+    if path is None and env.get(ENV_CONFIG):
+        path = Path(env[ENV_CONFIG])
+    source = str(path) if path else "<defaults>"
+    raw = _read_yaml(path) if path else {}
+    if "upstream_api_key" in raw:
+        raise ConfigError(
+            source,
+            [
+                "upstream_api_key: not allowed in the file; "
+                "use GEMINI_API_KEY or upstream.api_key_file"
+            ],
+        )
+    _apply_environment(raw, env)
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(source, [_describe(err) for err in exc.errors()]) from exc
+    key = _upstream_key(settings, env, source)
+    return settings.model_copy(update={"upstream_api_key": key}), path
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read the file: {exc.strerror}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(str(path), [f"not valid YAML{where}: {problem}"]) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), ["the top level must be a mapping of sections"])
+    return data
+
+
+def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    if env.get(ENV_DATA_DIR):
+        raw["data_dir"] = env[ENV_DATA_DIR]
+    if env.get(ENV_UPSTREAM_URL):
+        upstream = raw.get("upstream")
+        if upstream is None:
+            upstream = raw["upstream"] = {}
+        if isinstance(upstream, dict):
+            upstream["base_url"] = env[ENV_UPSTREAM_URL]
+
+
+def _upstream_key(settings: Settings, env: Mapping[str, str], source: str) -> Secret | None:
+    from_env = env.get(ENV_UPSTREAM_KEY, "").strip()
+    if from_env:
+        return Secret(from_env)
+    key_file = settings.upstream.api_key_file
+    if key_file is None:
+        return None
+    try:
+        value = key_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(
+            source, [f"upstream.api_key_file: cannot read {key_file}: {exc.strerror}"]
+        ) from exc
+    if not value:
+        raise ConfigError(source, [f"upstream.api_key_file: {key_file} is empty"])
+    return Secret(value)
+
+
+_REASONS = {
+    "greater_than": "must be > {gt}",
+    "greater_than_equal": "must be >= {ge}",
+    "less_than_equal": "must be <= {le}",
+    "extra_forbidden": "unknown setting",
+    "missing": "is required",
+}
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "<top level>"
+    template = _REASONS.get(error["type"])
+    ctx = error.get("ctx") or {}
+    if template is not None:
+        reason = template.format(**ctx)
+    elif error["type"] == "value_error":
+        reason = str(ctx.get("error", error["msg"]))
+    else:
+        reason = str(error["msg"])
+        reason = reason[:1].lower() + reason[1:]
+    return f"{where}: {reason}"

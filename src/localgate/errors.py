@@ -1,0 +1,169 @@
+"""The one exception tree of localgate.
+
+Every error a client can see is a ``LocalgateError``; it carries the HTTP status
+and the canonical Google status string, so the front door can render the Gemini
+error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
+
+    LocalgateError                       500 INTERNAL
+    ├── InvalidArgument                  400 INVALID_ARGUMENT
+    │   └── PayloadTooLarge              413 INVALID_ARGUMENT
+    ├── Unauthenticated                  401 UNAUTHENTICATED
+    ├── PermissionDenied                 403 PERMISSION_DENIED
+    ├── NotFound                         404 NOT_FOUND
+    ├── MethodNotAllowed                 405 UNIMPLEMENTED
+    ├── ServiceUnavailable               503 UNAVAILABLE
+    ├── UpstreamError                    (the upstream's own status, passed through)
+    ├── UpstreamUnreachable              502 UNAVAILABLE
+    ├── UpstreamBadResponse              502 UNAVAILABLE
+    └── UpstreamTimeout                  504 DEADLINE_EXCEEDED
+
+Messages are written for the client: they say what was wrong and what to do, and
+never contain a key, a prompt, or the text of an internal exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ConfigError",
+    "InvalidArgument",
+    "LocalgateError",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "ServiceUnavailable",
+    "Unauthenticated",
+    "UpstreamBadResponse",
+    "UpstreamError",
+    "UpstreamTimeout",
+    "UpstreamUnreachable",
+]
+
+
+class LocalgateError(Exception):
+    """Base of every error a client can receive; renders as a Gemini error envelope."""
+
+    http_status: ClassVar[int] = 500
+    status: ClassVar[str] = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def code(self) -> int:
+        """The HTTP status this error is sent with (equal to ``error.code``)."""
+        return self.http_status
+
+    def envelope(self) -> dict[str, Any]:
+        """The Gemini error body for this error."""
+        return {"error": {"code": self.code, "message": self.message, "status": self.status}}
+
+
+class InvalidArgument(LocalgateError):
+    """The request is malformed or not a valid Gemini request."""
+
+    http_status = 400
+    status = "INVALID_ARGUMENT"
+
+
+class PayloadTooLarge(InvalidArgument):
+    """The request body is larger than ``server.max_body_bytes``."""
+
+    http_status = 413
+
+
+class Unauthenticated(LocalgateError):
+    """No localgate key, or one the gateway does not know."""
+
+    http_status = 401
+    status = "UNAUTHENTICATED"
+
+
+class PermissionDenied(LocalgateError):
+    """The caller is known but not allowed to do this (revoked key, Files API, ...)."""
+
+    http_status = 403
+    status = "PERMISSION_DENIED"
+
+
+class NotFound(LocalgateError):
+    """The path is not a route localgate serves; nothing is forwarded."""
+
+    http_status = 404
+    status = "NOT_FOUND"
+
+
+class MethodNotAllowed(LocalgateError):
+    """The path exists but not with this HTTP method."""
+
+    http_status = 405
+    status = "UNIMPLEMENTED"
+
+    def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+class ServiceUnavailable(LocalgateError):
+    """The gateway cannot serve the request now (missing upstream key, store down)."""
+
+    http_status = 503
+    status = "UNAVAILABLE"
+
+
+class UpstreamError(LocalgateError):
+    """The upstream answered with an error; its status and envelope pass through."""
+
+    def __init__(self, http_status: int, body: dict[str, Any]) -> None:
+        error = body.get("error", {})
+        super().__init__(str(error.get("message", "")))
+        self._http_status = http_status
+        self._status = str(error.get("status", "UNKNOWN"))
+        self.body = body
+
+    @property
+    def code(self) -> int:
+        """The upstream's HTTP status."""
+        return self._http_status
+
+    @property
+    def status_name(self) -> str:
+        """The upstream's canonical status string."""
+        return self._status
+
+    def envelope(self) -> dict[str, Any]:
+        """The upstream's own error body, unchanged."""
+        return self.body
+
+
+class UpstreamUnreachable(LocalgateError):
+    """The upstream could not be reached (refused, reset, DNS, TLS)."""
+
+    http_status = 502
+    status = "UNAVAILABLE"
+
+
+class UpstreamBadResponse(LocalgateError):
+    """The upstream answered 200 with a body that is not a Gemini response."""
+
+    http_status = 502
+    status = "UNAVAILABLE"
+
+
+class UpstreamTimeout(LocalgateError):
+    """The upstream did not answer within the configured timeout."""
+
+    http_status = 504
+    status = "DEADLINE_EXCEEDED"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; ``problems`` lists ``field.path: reason`` lines."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.source = source
+        self.problems = problems

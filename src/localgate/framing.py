@@ -1,0 +1,127 @@
+"""The two framings of ``streamGenerateContent``.
+
+Upstream streams are always requested as Server-Sent Events and decoded into one
+``GenerateContentResponse`` dict per event; the front door re-encodes each event in
+the framing the client asked for:
+
+- ``alt=sse``: ``data: <one line of compact JSON>\\r\\n\\r\\n`` per event, nothing else
+  (no comments, no ``event:`` lines, no ``[DONE]``: the Python SDK rejects them);
+- no ``alt`` (JSON array): ``[`` + elements separated by ``\\n,\\r\\n`` + ``\\n]``,
+  as Google sends it to curl and the legacy SDK.
+
+JSON is written with U+2028/U+2029 escaped, because SDKs up to 2.x split lines there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+import orjson
+
+from localgate.errors import LocalgateError
+
+__all__ = ["Framing", "SseDecoder", "StreamEncoder", "dump_json"]
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact JSON with the line separators that old SDKs split on escaped."""
+    raw = orjson.dumps(value)
+    if b"\xe2\x80\xa8" in raw or b"\xe2\x80\xa9" in raw:
+        # Raw U+2028/2029 can only occur inside JSON strings, where the escape is equivalent.
+        raw = raw.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+    return raw
+
+
+class Framing(Enum):
+    """How a stream is framed on the wire."""
+
+    SSE = "sse"
+    JSON_ARRAY = "json"
+
+    @property
+    def media_type(self) -> str:
+        """The Content-Type of a stream in this framing."""
+        return "text/event-stream" if self is Framing.SSE else "application/json; charset=UTF-8"
+
+
+class StreamEncoder:
+    """Encodes events, and a final error if the stream breaks, in one framing."""
+
+    def __init__(self, framing: Framing) -> None:
+        self.framing = framing
+        self._count = 0
+
+    def event(self, event: Any) -> bytes:
+        """The bytes for one event."""
+        body = dump_json(event)
+        self._count += 1
+        if self.framing is Framing.SSE:
+            return b"data: " + body + b"\r\n\r\n"
+        return (b"[" if self._count == 1 else b"\n,\r\n") + body
+
+    def error(self, error: LocalgateError) -> bytes:
+        """The bytes for an error after the 200 has been sent; the stream ends after it."""
+        return self.event(error.envelope())
+
+    def close(self) -> bytes:
+        """The bytes that end the stream."""
+        if self.framing is Framing.SSE:
+            return b""
+        return b"[]" if self._count == 0 else b"\n]"
+
+
+class SseDecoder:
+    """Incremental Server-Sent Events parser yielding the JSON of each ``data:`` event."""
+
+    def __init__(self, max_event_bytes: int) -> None:
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        self._data_size = 0
+        self._max = max_event_bytes
+
+    def feed(self, chunk: bytes) -> Iterator[Any]:
+        """Consume bytes; yield each complete event's parsed JSON."""
+        self._buffer += chunk
+        start = 0
+        while True:
+            end = self._buffer.find(b"\n", start)
+            if end < 0:
+                break
+            line = bytes(self._buffer[start:end]).rstrip(b"\r")
+            start = end + 1
+            event = self._line(line)
+            if event is not None:
+                yield event
+        del self._buffer[:start]
+        if len(self._buffer) + self._data_size > self._max:
+            raise ValueError(f"an upstream stream event exceeds {self._max} bytes")
+
+    def finish(self) -> Iterator[Any]:
+        """Flush an event not followed by a blank line when the stream ends."""
+        if self._buffer:
+            event = self._line(bytes(self._buffer).rstrip(b"\r"))
+            self._buffer.clear()
+            if event is not None:
+                yield event
+        event = self._line(b"")
+        if event is not None:
+            yield event
+
+    def _line(self, line: bytes) -> Any:
+        if not line:
+            if not self._data:
+                return None
+            payload = b"\n".join(self._data)
+            self._data.clear()
+            self._data_size = 0
+            return orjson.loads(payload)
+        if line.startswith(b"data:"):
+            value = line[5:]
+            if value.startswith(b" "):
+                value = value[1:]
+            self._data.append(value)
+            self._data_size += len(value)
+        # Comments (":"), "event:", "id:" and "retry:" lines carry nothing for Gemini.
+        return None

@@ -1,0 +1,52 @@
+"""Reading the request body: size limit first, then one JSON parse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from localgate.errors import InvalidArgument, PayloadTooLarge
+
+__all__ = ["check_declared_size", "read_json_body"]
+
+
+def check_declared_size(request: Request, limit: int) -> None:
+    """Refuse with 413 before reading anything when Content-Length already exceeds the limit."""
+    declared = request.headers.get("content-length")
+    if declared is None:
+        return
+    try:
+        size = int(declared)
+    except ValueError as exc:
+        raise InvalidArgument("Invalid Content-Length header.") from exc
+    if size > limit:
+        raise _too_large(limit)
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """Read at most ``limit`` bytes and parse them as JSON; an empty body is ``{}``."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(
+            f"Invalid JSON payload received: {exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno} (byte {exc.pos})."
+        ) from exc
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"Request payload size exceeds the limit of {limit} bytes (server.max_body_bytes)."
+    )

@@ -1,0 +1,248 @@
+"""The Gemini REST endpoint: from an HTTP request to the pipeline and back.
+
+Every failure leaves as Google's error envelope with the matching HTTP status, so
+the official SDK raises its usual ``ClientError``/``ServerError``. After a stream's
+200 has gone out, a failure is sent as one last error event in the client's framing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from localgate.errors import InvalidArgument, LocalgateError, MethodNotAllowed
+from localgate.framing import Framing, StreamEncoder, dump_json
+from localgate.frontdoor.body import check_declared_size, read_json_body
+from localgate.frontdoor.routes import GeminiMethod, GeminiRoute, match_route
+from localgate.frontdoor.schemas import validate_body
+from localgate.observability import AccessLog, GatewayMetrics
+from localgate.pipeline import Inbound, Pipeline, RequestContext
+from localgate.upstream.base import StreamReply
+
+__all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
+
+logger = logging.getLogger("localgate")
+
+JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
+# Client headers worth passing on; everything else (credentials above all) stays here.
+_FORWARDED_HEADERS = ("x-server-timeout", "user-agent", "x-goog-api-client")
+_FORWARDED_QUERY = {
+    GeminiMethod.LIST_MODELS: ("pageSize", "pageToken", "filter", "$alt"),
+}
+_DEFAULT_FORWARDED_QUERY = ("$alt",)
+_CLIENT_CLOSED = 499
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayServices:
+    """What the endpoint needs, built in the application's lifespan."""
+
+    pipeline: Pipeline
+    metrics: GatewayMetrics
+    access_log: AccessLog
+    max_body_bytes: int
+
+
+class GeminiEndpoint:
+    """ASGI app serving every Gemini route; the services come from the lifespan state."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        services: GatewayServices = request.state.services
+        ctx = RequestContext(
+            request_id=request.state.request_id,
+            route=None,
+            client=request.client.host if request.client else None,
+        )
+        services.metrics.in_flight.inc()
+        try:
+            response = await self._handle(request, ctx, services)
+        except BaseException:
+            services.metrics.in_flight.dec()
+            raise
+        await response(scope, receive, send)
+
+    async def _handle(
+        self, request: Request, ctx: RequestContext, services: GatewayServices
+    ) -> Response:
+        try:
+            ctx.route = route = match_route(request.method, request.url.path)
+            check_declared_size(request, services.max_body_bytes)
+            inbound = self._inbound(request, route, services.max_body_bytes)
+            reply = await services.pipeline.run(ctx, inbound)
+        except LocalgateError as exc:
+            _finish(services, ctx, exc.code, exc.envelope()["error"].get("status"))
+            return error_response(exc)
+        except Exception:
+            logger.exception("request %s failed inside the gateway", ctx.request_id)
+            error = _internal(ctx)
+            _finish(services, ctx, error.code, error.status)
+            return error_response(error)
+        if isinstance(reply, StreamReply):
+            return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
+        body = dump_json(reply.body)
+        _finish(services, ctx, 200, None)
+        return Response(body, media_type=JSON_MEDIA_TYPE, headers=reply.headers)
+
+    def _inbound(self, request: Request, route: GeminiRoute, limit: int) -> Inbound:
+        async def read_body() -> Any:
+            if route.method.http_method == "GET":
+                return None
+            body = await read_json_body(request, limit)
+            validate_body(route.method, route.model, body)
+            return body
+
+        framing = None
+        if route.method.streams:
+            alt = request.query_params.get("alt", "json")
+            if alt == "sse":
+                framing = Framing.SSE
+            elif alt == "json":
+                framing = Framing.JSON_ARRAY
+            else:
+                raise InvalidArgument(f"Invalid value for 'alt': {alt!r}; use 'sse' or 'json'.")
+        allowed = _FORWARDED_QUERY.get(route.method, _DEFAULT_FORWARDED_QUERY)
+        return Inbound(
+            credential=_credential(request),
+            read_body=read_body,
+            query=tuple(
+                (name, value)
+                for name, value in request.query_params.multi_items()
+                if name in allowed
+            ),
+            headers=tuple(
+                (name, request.headers[name])
+                for name in _FORWARDED_HEADERS
+                if name in request.headers
+            ),
+            framing=framing,
+        )
+
+
+def error_response(error: LocalgateError) -> Response:
+    """The Gemini error envelope for ``error``, with its HTTP status."""
+    headers = {}
+    if isinstance(error, MethodNotAllowed):
+        headers["allow"] = ", ".join(error.allowed)
+    return Response(
+        dump_json(error.envelope()),
+        status_code=error.code,
+        media_type=JSON_MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def _credential(request: Request) -> str | None:
+    header = request.headers.get("x-goog-api-key")
+    if header:
+        return header.strip()
+    query = request.query_params.get("key")
+    if query:
+        return query.strip()
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+def _internal(ctx: RequestContext) -> LocalgateError:
+    return LocalgateError(
+        f"Internal error in localgate (request id {ctx.request_id}); the request was "
+        "refused. The gateway log has the details under this id."
+    )
+
+
+class _StreamResponse(StreamingResponse):
+    """Streams events in the client's framing; completion runs once, however it ends."""
+
+    def __init__(
+        self,
+        services: GatewayServices,
+        ctx: RequestContext,
+        reply: StreamReply,
+        framing: Framing,
+    ) -> None:
+        self._services = services
+        self._ctx = ctx
+        self._reply = reply
+        self._encoder = StreamEncoder(framing)
+        # Until the stream says otherwise, the client went away before it ended.
+        self._status: int = _CLIENT_CLOSED
+        self._error_status: str | None = "CANCELLED"
+        super().__init__(self._encode(), media_type=framing.media_type, headers=reply.headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: the upstream connection must be dropped even while being cancelled.
+            await asyncio.shield(self._complete())
+
+    async def _encode(self) -> AsyncIterator[bytes]:
+        try:
+            async for event in self._reply.events:
+                yield self._encoder.event(event)
+            self._status, self._error_status = 200, None
+        except LocalgateError as exc:
+            self._status, self._error_status = exc.code, exc.envelope()["error"].get("status")
+            yield self._encoder.error(exc)
+        except Exception:
+            logger.exception("stream %s failed inside the gateway", self._ctx.request_id)
+            error = _internal(self._ctx)
+            self._status, self._error_status = error.code, error.status
+            yield self._encoder.error(error)
+        yield self._encoder.close()
+
+    async def _complete(self) -> None:
+        try:
+            await self._reply.close()
+        finally:
+            _finish(self._services, self._ctx, self._status, self._error_status)
+
+
+def _finish(
+    services: GatewayServices, ctx: RequestContext, status: int, error_status: str | None
+) -> None:
+    """Metrics and the access-log line for one finished request."""
+    elapsed = time.perf_counter() - ctx.started
+    route = ctx.route
+    route_name = route.method.value if route else "unknown"
+    model = route.model if route else None
+    services.metrics.in_flight.dec()
+    services.metrics.observe(route_name, model, status, elapsed)
+    record: dict[str, Any] = {
+        "time": datetime.fromtimestamp(ctx.received_at, UTC).isoformat(timespec="milliseconds"),
+        "request_id": ctx.request_id,
+        "tenant": ctx.principal.tenant if ctx.principal else None,
+        "key_id": ctx.principal.key_id if ctx.principal else None,
+        "client": ctx.client,
+        "route": route_name,
+        "api_version": route.version if route else None,
+        "model": model,
+        "status": status,
+        "latency_ms": round(elapsed * 1000, 3),
+    }
+    if error_status:
+        record["error"] = error_status
+    if ctx.upstream:
+        record["upstream"] = ctx.upstream
+    if ctx.model_version:
+        record["model_version"] = ctx.model_version
+    if ctx.usage:
+        record["usage"] = {
+            "prompt_tokens": ctx.usage.prompt,
+            "candidates_tokens": ctx.usage.candidates,
+            "thoughts_tokens": ctx.usage.thoughts,
+            "total_tokens": ctx.usage.total,
+        }
+    services.access_log.write(record)

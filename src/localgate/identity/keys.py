@@ -1,0 +1,203 @@
+"""Tenant API keys, stored only as hashes.
+
+A key reads ``lg_<key_id>_<secret>``. The key id is public (it names the key in
+logs, audit records and ``keys revoke``); the secret is 256 random bits, stored as
+its SHA-256 digest — a slow password hash adds nothing for a secret of that entropy.
+Lookups compare digests in constant time.
+
+The gateway and the ``localgate keys`` CLI are separate processes sharing one SQLite
+file. The gateway caches verified keys and drops the cache whenever SQLite's
+``data_version`` says another connection committed, so a revocation takes effect on
+the very next request without a database read per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
+from localgate.secret import Secret
+
+__all__ = ["ApiKeyRecord", "IssuedKey", "KeyStore", "Principal", "SqliteKeyStore"]
+
+_KEY_FORMAT = re.compile(r"^lg_(?P<key_id>[0-9a-f]{16})_(?P<secret>[A-Za-z0-9_-]{43})$")
+_TENANT_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Compared against when the key id is unknown, so both paths do the same work.
+_DUMMY_DIGEST = hashlib.sha256(b"localgate-unknown-key").digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the tenant and the key they used."""
+
+    tenant: str
+    key_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    """A newly created key; ``key`` is shown once and never stored."""
+
+    tenant: str
+    key_id: str
+    key: Secret
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A stored key as ``keys list`` shows it (no secret, no hash)."""
+
+    key_id: str
+    tenant: str
+    label: str
+    created_at: str
+    revoked_at: str | None
+
+
+class KeyStore(Protocol):
+    """Resolves presented keys to principals."""
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """The principal for this key, or raise ``Unauthenticated``/``PermissionDenied``."""
+        ...
+
+    def check(self) -> None:
+        """Raise if the store is not usable (for ``/readyz``)."""
+        ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id      TEXT PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    label       TEXT NOT NULL DEFAULT '',
+    digest      BLOB NOT NULL,
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT
+);
+CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant);
+"""
+
+
+class SqliteKeyStore:
+    """Keys in the gateway's SQLite state database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection, used from the event loop thread only; queries are point lookups.
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        self._cache: dict[str, tuple[bytes, Principal | None]] = {}
+        self._seen_version = self._data_version()
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    # -- administration (CLI) -------------------------------------------------
+
+    def create(self, tenant: str, label: str = "") -> IssuedKey:
+        """Create a key for ``tenant``; the returned secret is not stored anywhere."""
+        if not _TENANT_FORMAT.match(tenant):
+            raise ValueError(
+                "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
+            )
+        key_id = secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        self._db.execute(
+            "INSERT INTO api_keys (key_id, tenant, label, digest, created_at) VALUES (?,?,?,?,?)",
+            (key_id, tenant, label, _digest(secret), _now()),
+        )
+        return IssuedKey(tenant=tenant, key_id=key_id, key=Secret(f"lg_{key_id}_{secret}"))
+
+    def list(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """All keys, optionally of one tenant, oldest first."""
+        query = "SELECT key_id, tenant, label, created_at, revoked_at FROM api_keys"
+        params: tuple[str, ...] = ()
+        if tenant is not None:
+            query += " WHERE tenant = ?"
+            params = (tenant,)
+        rows = self._db.execute(query + " ORDER BY created_at, key_id", params).fetchall()
+        return [ApiKeyRecord(*row) for row in rows]
+
+    def revoke(self, key_id: str) -> bool:
+        """Revoke a key; False if no such key (revoking twice is not an error)."""
+        cursor = self._db.execute(
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?",
+            (_now(), key_id),
+        )
+        return cursor.rowcount > 0
+
+    # -- request path ---------------------------------------------------------
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """The principal for ``presented``, or raise."""
+        if not presented:
+            raise Unauthenticated(
+                "No API key: send your localgate key in the x-goog-api-key header, "
+                "the ?key= parameter or 'Authorization: Bearer'."
+            )
+        found = _KEY_FORMAT.match(presented)
+        if found is None:
+            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+        key_id = found["key_id"]
+        digest = _digest(found["secret"])
+        stored_digest, principal = self._lookup(key_id)
+        if not hmac.compare_digest(digest, stored_digest):
+            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+        if principal is None:
+            raise PermissionDenied(f"The API key {key_id} has been revoked.")
+        return principal
+
+    def check(self) -> None:
+        """Raise ``ServiceUnavailable`` if the database cannot be read."""
+        try:
+            self._db.execute("SELECT 1 FROM api_keys LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise ServiceUnavailable("The key store cannot be read.") from exc
+
+    def _lookup(self, key_id: str) -> tuple[bytes, Principal | None]:
+        try:
+            version = self._data_version()
+            if version != self._seen_version:
+                self._cache.clear()
+                self._seen_version = version
+            cached = self._cache.get(key_id)
+            if cached is not None:
+                return cached
+            row = self._db.execute(
+                "SELECT tenant, digest, revoked_at FROM api_keys WHERE key_id = ?", (key_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise ServiceUnavailable(
+                "The key store is unavailable; the request was not forwarded."
+            ) from exc
+        if row is None:
+            return _DUMMY_DIGEST, None
+        tenant, digest, revoked_at = row
+        entry = (bytes(digest), None if revoked_at else Principal(tenant=tenant, key_id=key_id))
+        self._cache[key_id] = entry
+        return entry
+
+    def _data_version(self) -> int:
+        row = self._db.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

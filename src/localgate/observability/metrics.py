@@ -1,0 +1,60 @@
+"""Prometheus metrics of the gateway, in a registry of its own (nothing global)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics"]
+
+# Gemini calls range from milliseconds (countTokens) to minutes (long streams).
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Model names come from clients; past this many distinct ones they are counted as "other",
+# so a client cannot grow the metrics without bound.
+_MAX_MODEL_LABELS = 100
+
+
+class GatewayMetrics:
+    """Request count, latency and in-flight requests by route, model and status."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter(
+            "localgate_requests",
+            "Requests answered, by route, model and HTTP status.",
+            ("route", "model", "status"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "localgate_request_duration_seconds",
+            "Time from request to the end of the answer (whole stream for streams).",
+            ("route", "model", "status"),
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "localgate_requests_in_flight",
+            "Requests being processed now.",
+            registry=self.registry,
+        )
+        self._models: set[str] = set()
+
+    def observe(self, route: str, model: str | None, status: int, seconds: float) -> None:
+        """Count one finished request."""
+        labels = (route, self._model_label(model), str(status))
+        self._requests.labels(*labels).inc()
+        self._latency.labels(*labels).observe(seconds)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)
+
+    def _model_label(self, model: str | None) -> str:
+        if not model:
+            return ""
+        if model in self._models:
+            return model
+        if len(self._models) < _MAX_MODEL_LABELS:
+            self._models.add(model)
+            return model
+        return "other"

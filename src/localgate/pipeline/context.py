@@ -1,0 +1,79 @@
+"""What one request carries through the pipeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from localgate.framing import Framing
+from localgate.frontdoor.routes import GeminiRoute
+from localgate.identity import Principal
+
+__all__ = ["Inbound", "RequestContext", "TokenUsage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """The client's request as the front door hands it over, body not yet read."""
+
+    credential: str | None
+    read_body: Callable[[], Awaitable[Any]]
+    query: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    framing: Framing | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Token counts from the answer's ``usageMetadata``."""
+
+    prompt: int = 0
+    candidates: int = 0
+    thoughts: int = 0
+    total: int = 0
+
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> TokenUsage | None:
+        """Read ``usageMetadata``; None if it is absent or not an object."""
+        if not isinstance(metadata, dict):
+            return None
+
+        def count(name: str) -> int:
+            value = metadata.get(name)
+            return int(value) if isinstance(value, int | float) else 0
+
+        return cls(
+            prompt=count("promptTokenCount"),
+            candidates=count("candidatesTokenCount"),
+            thoughts=count("thoughtsTokenCount"),
+            total=count("totalTokenCount"),
+        )
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """State of one request, filled in stage by stage."""
+
+    request_id: str
+    route: GeminiRoute | None
+    client: str | None = None
+    received_at: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.perf_counter)
+    principal: Principal | None = None
+    body: Any = None
+    upstream: str | None = None
+    usage: TokenUsage | None = None
+    model_version: str | None = None
+
+    def observe_answer(self, answer: Any) -> None:
+        """Note usage and model version from a response or stream event (the last one wins)."""
+        if not isinstance(answer, dict):
+            return
+        usage = TokenUsage.from_metadata(answer.get("usageMetadata"))
+        if usage is not None:
+            self.usage = usage
+        version = answer.get("modelVersion")
+        if isinstance(version, str):
+            self.model_version = version

@@ -1,0 +1,120 @@
+"""The pipeline: the stages of DESIGN.md, called in order for every request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from localgate.errors import LocalgateError
+from localgate.pipeline.context import Inbound, RequestContext
+from localgate.pipeline.stages import (
+    AuditStage,
+    CacheStage,
+    IdentityStage,
+    LimitsStage,
+    Permit,
+    RedactionStage,
+)
+from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
+from localgate.upstream.router import Router
+
+__all__ = ["Pipeline", "Reply"]
+
+Reply = UnaryReply | StreamReply
+
+
+class Pipeline:
+    """identity → limits → redaction → cache → audit → route → upstream → response."""
+
+    def __init__(
+        self,
+        *,
+        identity: IdentityStage,
+        limits: LimitsStage,
+        redaction: RedactionStage,
+        cache: CacheStage,
+        audit: AuditStage,
+        router: Router,
+    ) -> None:
+        self.identity = identity
+        self.limits = limits
+        self.redaction = redaction
+        self.cache = cache
+        self.audit = audit
+        self.router = router
+
+    async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
+        """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
+        route = ctx.route
+        if route is None:  # the front door only calls with a matched route
+            raise LocalgateError("The request has no route.")
+        self.identity.authenticate(ctx, inbound.credential)
+        # Parsed only after identity, so anonymous callers cannot make the gateway work.
+        ctx.body = await inbound.read_body()
+        permit = await self.limits.admit(ctx)
+        try:
+            self.redaction.redact_request(ctx)
+            cached = await self.cache.lookup(ctx)
+            if cached is not None:
+                return await self._unary_answer(ctx, cached, permit, outcome="cache")
+            await self.audit.record_request(ctx)
+            upstream = self.router.route(route)
+            ctx.upstream = upstream.name
+            call = UpstreamCall(
+                route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
+            )
+            if route.method.streams:
+                return _AnswerStream(self, ctx, await upstream.stream(call), permit).reply()
+            return await self._unary_answer(ctx, await upstream.unary(call), permit, "forwarded")
+        except BaseException:
+            permit.release()
+            raise
+
+    # -- response path --------------------------------------------------------
+
+    async def _unary_answer(
+        self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
+    ) -> UnaryReply:
+        reply.body = self.answer(ctx, reply.body)
+        await self.audit.record_answer(ctx, outcome)
+        permit.release()
+        return reply
+
+    def answer(self, ctx: RequestContext, answer: Any) -> Any:
+        """The response stages for one answer or stream event."""
+        answer = self.redaction.restore_answer(ctx, answer)
+        ctx.observe_answer(answer)
+        return answer
+
+
+class _AnswerStream:
+    """The response path of a stream: each event through the stages, completion once."""
+
+    def __init__(
+        self, pipeline: Pipeline, ctx: RequestContext, upstream: StreamReply, permit: Permit
+    ) -> None:
+        self._pipeline = pipeline
+        self._ctx = ctx
+        self._upstream = upstream
+        self._permit = permit
+        self._outcome = "client disconnected"
+
+    def reply(self) -> StreamReply:
+        """The stream as the front door sees it."""
+        return StreamReply(events=self._events(), close=self._close, headers=self._upstream.headers)
+
+    async def _events(self) -> AsyncIterator[Any]:
+        try:
+            async for event in self._upstream.events:
+                yield self._pipeline.answer(self._ctx, event)
+        except LocalgateError:
+            self._outcome = "upstream error"
+            raise
+        self._outcome = "forwarded"
+
+    async def _close(self) -> None:
+        try:
+            await self._upstream.close()
+        finally:
+            self._permit.release()
+            await self._pipeline.audit.record_answer(self._ctx, self._outcome)

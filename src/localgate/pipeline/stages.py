@@ -1,0 +1,129 @@
+"""The stages between identity and the router.
+
+Each stage has one job and a small interface. In this version limits, redaction,
+cache and audit are pass-throughs: the pipeline already calls them in their final
+order, and the traffic-control, redaction, vector-layer and audit-trail work replaces
+these classes without touching the pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from localgate.identity import KeyStore
+from localgate.pipeline.context import RequestContext
+from localgate.upstream.base import UnaryReply
+
+__all__ = [
+    "AuditStage",
+    "CacheStage",
+    "IdentityStage",
+    "LimitsStage",
+    "NoAudit",
+    "NoCache",
+    "NoLimits",
+    "NoRedaction",
+    "Permit",
+    "RedactionStage",
+]
+
+
+class IdentityStage:
+    """Key → tenant. Fails closed: no principal, no further stage."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+
+    def authenticate(self, ctx: RequestContext, credential: str | None) -> None:
+        """Set ``ctx.principal`` or raise ``Unauthenticated``/``PermissionDenied``."""
+        ctx.principal = self.keys.authenticate(credential)
+
+
+class Permit(Protocol):
+    """Held while a request is in flight; released once, when its answer is complete."""
+
+    def release(self) -> None:
+        """Give the capacity back."""
+        ...
+
+
+class LimitsStage(Protocol):
+    """Per-tenant request, token and concurrency limits."""
+
+    async def admit(self, ctx: RequestContext) -> Permit:
+        """Admit the request or raise ``RESOURCE_EXHAUSTED``."""
+        ...
+
+
+class RedactionStage(Protocol):
+    """Replaces personal data in the request, and restores it in the answer."""
+
+    def redact_request(self, ctx: RequestContext) -> None:
+        """Rewrite ``ctx.body`` so that nothing sensitive is left in it."""
+        ...
+
+    def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
+        """Put the original values back into one response or stream event."""
+        ...
+
+
+class CacheStage(Protocol):
+    """Answers repeated (redacted) requests locally."""
+
+    async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
+        """A stored answer for this request, or None."""
+        ...
+
+
+class AuditStage(Protocol):
+    """Durable record of every call, before it leaves and when it completes."""
+
+    async def record_request(self, ctx: RequestContext) -> None:
+        """Write the request record; raise to refuse the request if it cannot be written."""
+        ...
+
+    async def record_answer(self, ctx: RequestContext, outcome: str) -> None:
+        """Write the completion record."""
+        ...
+
+
+class _NoPermit:
+    def release(self) -> None:
+        return None
+
+
+class NoLimits:
+    """Admits every request."""
+
+    async def admit(self, ctx: RequestContext) -> Permit:
+        """Always admitted."""
+        return _NoPermit()
+
+
+class NoRedaction:
+    """Forwards text unchanged."""
+
+    def redact_request(self, ctx: RequestContext) -> None:
+        """Leaves ``ctx.body`` as it is."""
+
+    def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
+        """Returns the answer as it is."""
+        return answer
+
+
+class NoCache:
+    """Never has an answer."""
+
+    async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
+        """Always a miss."""
+        return None
+
+
+class NoAudit:
+    """Writes no records."""
+
+    async def record_request(self, ctx: RequestContext) -> None:
+        """Nothing to write."""
+
+    async def record_answer(self, ctx: RequestContext, outcome: str) -> None:
+        """Nothing to write."""

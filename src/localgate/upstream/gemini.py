@@ -1,0 +1,239 @@
+"""The Gemini API upstream, over aiohttp (the only module that imports it).
+
+Driver errors are translated here into the ``LocalgateError`` tree; messages name
+the upstream and what happened, never a stack trace. The gateway's own Google key
+is sent as ``x-goog-api-key``; nothing of the client's credentials is forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+
+from localgate import __version__
+from localgate.errors import (
+    LocalgateError,
+    ServiceUnavailable,
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+from localgate.framing import SseDecoder, dump_json
+from localgate.secret import Secret
+from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
+
+__all__ = ["GeminiUpstream", "open_session"]
+
+_MAX_ERROR_BODY = 1 << 20
+_MAX_EVENT_BYTES = 64 << 20
+# Response headers that describe the upstream hop, not the answer.
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "content-type",
+        "server",
+        "date",
+        "alt-svc",
+        "set-cookie",
+        "vary",
+        "x-xss-protection",
+        "x-frame-options",
+        "x-content-type-options",
+        "server-timing",
+    }
+)
+_CANONICAL = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def open_session(
+    max_connections: int, connect_timeout_s: float, read_timeout_s: float
+) -> aiohttp.ClientSession:
+    """The shared, pooled HTTP client; create it in the app's lifespan and close it there."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300),
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s
+        ),
+        skip_auto_headers=("User-Agent",),
+        raise_for_status=False,
+    )
+
+
+class GeminiUpstream:
+    """Forwards Gemini REST calls to ``base_url`` with the gateway's key."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: Secret | None,
+        session: aiohttp.ClientSession,
+        read_timeout_s: float,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._session = session
+        self._read_timeout_s = read_timeout_s
+
+    @property
+    def ready(self) -> str | None:
+        """What is missing before this upstream can be used, if anything."""
+        if not self._api_key:
+            return (
+                f"upstream '{self.name}' has no API key: set GEMINI_API_KEY in the gateway's "
+                "environment or upstream.api_key_file in the configuration"
+            )
+        return None
+
+    async def unary(self, call: UpstreamCall) -> UnaryReply:
+        """Send and read the whole answer."""
+        response = await self._send(call, stream=False)
+        try:
+            raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._translate(exc) from exc
+        finally:
+            response.release()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamBadResponse(
+                f"The upstream '{self.name}' ({self.base_url}) answered with a body that is "
+                "not JSON."
+            ) from exc
+        return UnaryReply(body=body, headers=_passed_headers(response))
+
+    async def stream(self, call: UpstreamCall) -> StreamReply:
+        """Send with ``alt=sse`` and return the decoded events once the upstream said 200."""
+        response = await self._send(call, stream=True)
+
+        async def close() -> None:
+            # close(), not release(): an unfinished stream must drop the connection so the
+            # upstream stops generating for a client that went away.
+            response.close()
+
+        return StreamReply(
+            events=self._events(response), close=close, headers=_passed_headers(response)
+        )
+
+    async def _events(self, response: aiohttp.ClientResponse) -> AsyncIterator[Any]:
+        decoder = SseDecoder(_MAX_EVENT_BYTES)
+        try:
+            async for chunk in response.content.iter_any():
+                for event in decoder.feed(chunk):
+                    yield event
+            for event in decoder.finish():
+                yield event
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._translate(exc) from exc
+        except ValueError as exc:
+            raise UpstreamBadResponse(
+                f"The upstream '{self.name}' ({self.base_url}) sent a stream event that is "
+                "not valid JSON."
+            ) from exc
+
+    async def _send(self, call: UpstreamCall, *, stream: bool) -> aiohttp.ClientResponse:
+        if not self._api_key:
+            raise ServiceUnavailable(
+                f"localgate cannot forward: {self.ready}. The request was not sent."
+            )
+        headers = {
+            "x-goog-api-key": self._api_key.reveal(),
+            "user-agent": f"localgate/{__version__}",
+        }
+        for name, value in call.headers:
+            headers[name] = f"localgate/{__version__} {value}" if name == "user-agent" else value
+        query = list(call.query)
+        if stream:
+            query.append(("alt", "sse"))
+        method = call.route.method.http_method
+        data = None
+        if method == "POST":
+            headers["content-type"] = "application/json"
+            data = dump_json(call.body)
+        url = f"{self.base_url}/{call.route.upstream_path}"
+        try:
+            response = await self._session.request(
+                method, url, params=query, data=data, headers=headers
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._translate(exc) from exc
+        if response.status != 200:
+            raise await self._error(response)
+        return response
+
+    async def _error(self, response: aiohttp.ClientResponse) -> LocalgateError:
+        status = response.status
+        try:
+            raw = await response.content.read(_MAX_ERROR_BODY)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return self._translate(exc)
+        finally:
+            response.close()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, list) and len(body) == 1:
+            body = body[0]
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            error = body["error"]
+            if not isinstance(error.get("code"), int):
+                error["code"] = status
+            error.setdefault("status", _CANONICAL.get(status, "UNKNOWN"))
+            return UpstreamError(status, body)
+        return UpstreamError(
+            status,
+            {
+                "error": {
+                    "code": status,
+                    "message": f"The upstream '{self.name}' ({self.base_url}) answered HTTP "
+                    f"{status} without a Gemini error body.",
+                    "status": _CANONICAL.get(status, "UNKNOWN"),
+                }
+            },
+        )
+
+    def _translate(self, exc: BaseException) -> LocalgateError:
+        where = f"The upstream '{self.name}' ({self.base_url})"
+        if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+            return UpstreamTimeout(
+                f"{where} did not answer within {self._read_timeout_s:g}s (upstream.timeout_s)."
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return UpstreamUnreachable(f"{where} is unreachable: could not connect.")
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return UpstreamUnreachable(f"{where} closed the connection unexpectedly.")
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            return UpstreamUnreachable(f"{where} broke off its answer.")
+        return UpstreamUnreachable(f"{where} is unreachable: the connection failed.")
+
+
+def _passed_headers(response: aiohttp.ClientResponse) -> dict[str, str]:
+    return {
+        name.lower(): value
+        for name, value in response.headers.items()
+        if name.lower() not in _DROPPED_RESPONSE_HEADERS
+    }
