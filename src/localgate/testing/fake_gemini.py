@@ -1,0 +1,308 @@
+"""A real HTTP server on loopback standing in for the Gemini API.
+
+It answers the routes localgate forwards with small, well-formed Gemini responses,
+records every request it receives (path, query, headers, JSON body), and can be told
+to misbehave: answer an error, stream slowly, reset the connection, send a body that
+is not JSON, or hang. Runs on its own event loop in a background thread, so tests
+and benchmarks can drive the gateway with blocking clients.
+
+    with FakeGemini() as fake:
+        ... point localgate at fake.base_url ...
+        fake.requests[-1].headers["x-goog-api-key"]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+__all__ = ["FakeGemini", "RecordedRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the fake upstream received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass(slots=True)
+class _Behaviour:
+    error: tuple[int, bytes, str] | None = None  # status, body, content type
+    mode: str | None = None  # "reset", "malformed", "hang"
+    stream_chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " fake"])
+    stream_delay_s: float = 0.0
+    stream_error_after: int | None = None  # break the stream after this many events
+    delay_s: float = 0.0
+
+
+class FakeGemini:
+    """The fake Gemini API server; use as a context manager or call start()/stop()."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, record: bool = True) -> None:
+        self.host = host
+        self.port = port
+        self.record = record
+        self.requests: list[RecordedRequest] = []
+        self.stream_abandoned = threading.Event()
+        self._behaviour = _Behaviour()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The URL to configure as the gateway's upstream."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FakeGemini:
+        """Start serving in a background thread; returns once the port is bound."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._start_site())
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._stop_site())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-gemini", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Stop the server and its thread."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop = None
+        self._thread = None
+
+    def __enter__(self) -> FakeGemini:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- behaviour --------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget recorded requests and return to well-behaved answers."""
+        with self._lock:
+            self.requests.clear()
+            self._behaviour = _Behaviour()
+        self.stream_abandoned.clear()
+
+    def fail_with(self, status: int, body: Any = None, content_type: str = "") -> None:
+        """Answer every request with ``status`` and ``body`` (a dict is sent as JSON)."""
+        if isinstance(body, bytes | str):
+            raw = body.encode() if isinstance(body, str) else body
+            ctype = content_type or "text/html"
+        else:
+            raw = orjson.dumps(body)
+            ctype = content_type or "application/json; charset=UTF-8"
+        with self._lock:
+            self._behaviour.error = (status, raw, ctype)
+
+    def misbehave(self, mode: str | None) -> None:
+        """``reset`` the connection, answer ``malformed`` JSON, or ``hang`` without answering."""
+        if mode not in (None, "reset", "malformed", "hang"):
+            raise ValueError(f"unknown mode {mode!r}")
+        with self._lock:
+            self._behaviour.mode = mode
+
+    def stream(
+        self, chunks: list[str], delay_s: float = 0.0, error_after: int | None = None
+    ) -> None:
+        """Make streams send these text chunks, ``delay_s`` apart, optionally breaking off."""
+        with self._lock:
+            self._behaviour.stream_chunks = list(chunks)
+            self._behaviour.stream_delay_s = delay_s
+            self._behaviour.stream_error_after = error_after
+
+    def delay(self, seconds: float) -> None:
+        """Wait this long before answering any request (a fixed upstream latency)."""
+        with self._lock:
+            self._behaviour.delay_s = seconds
+
+    # -- server -------------------------------------------------------------------
+
+    async def _start_site(self) -> None:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+
+    async def _stop_site(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body = orjson.loads(raw) if raw else None
+        with self._lock:
+            if self.record:
+                self.requests.append(
+                    RecordedRequest(
+                        method=request.method,
+                        path=request.path,
+                        query=dict(request.query),
+                        headers={name.lower(): value for name, value in request.headers.items()},
+                        body=body,
+                    )
+                )
+            behaviour = _Behaviour(
+                **{name: getattr(self._behaviour, name) for name in _Behaviour.__slots__}
+            )
+        if behaviour.delay_s:
+            await asyncio.sleep(behaviour.delay_s)
+        if behaviour.mode == "hang":
+            await asyncio.sleep(3600)
+        if behaviour.mode == "reset":
+            transport = request.transport
+            if transport is not None:
+                transport.abort()
+            raise asyncio.CancelledError
+        if behaviour.error is not None:
+            status, payload, ctype = behaviour.error
+            return web.Response(status=status, body=payload, headers={"content-type": ctype})
+        if behaviour.mode == "malformed":
+            return web.Response(body=b"<html>not json", content_type="application/json")
+        path = request.path
+        if path.endswith(":streamGenerateContent"):
+            return await self._stream(request, behaviour)
+        return _json(self._answer(request.method, path, body))
+
+    def _answer(self, method: str, path: str, body: Any) -> Any:
+        model = path.split("/", 2)[-1].split(":")[0]
+        if path.endswith(":generateContent"):
+            return _generate_response(f"echo: {_last_text(body)}", model, final=True)
+        if path.endswith(":countTokens"):
+            return {"totalTokens": len(_last_text(body).split()) or 1}
+        if path.endswith(":embedContent"):
+            return {"embedding": {"values": [0.1, 0.2, 0.3]}}
+        if path.endswith(":batchEmbedContents"):
+            count = len(body.get("requests", [])) if isinstance(body, dict) else 0
+            return {"embeddings": [{"values": [0.1 * i, 0.2, 0.3]} for i in range(count)]}
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return {"models": [_model("gemini-2.5-flash"), _model("gemini-embedding-001")]}
+        if method == "GET" and "/models/" in path:
+            return _model(path.rsplit("/", 1)[-1])
+        return {"error": {"code": 404, "message": f"fake: no route {path}", "status": "NOT_FOUND"}}
+
+    async def _stream(self, request: web.Request, behaviour: _Behaviour) -> web.StreamResponse:
+        model = request.path.split("/", 2)[-1].split(":")[0]
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        chunks = behaviour.stream_chunks
+        try:
+            for index, text in enumerate(chunks):
+                if (
+                    behaviour.stream_error_after is not None
+                    and index >= behaviour.stream_error_after
+                ):
+                    transport = request.transport
+                    if transport is not None:
+                        transport.abort()
+                    return response
+                if index and behaviour.stream_delay_s:
+                    await asyncio.sleep(behaviour.stream_delay_s)
+                event = _generate_response(text, model, final=index == len(chunks) - 1)
+                await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.stream_abandoned.set()
+            raise
+        return response
+
+
+def _json(value: Any) -> web.Response:
+    return web.Response(body=orjson.dumps(value), content_type="application/json")
+
+
+def _last_text(body: Any) -> str:
+    if not isinstance(body, dict):
+        return ""
+    contents = body.get("contents") or body.get("generateContentRequest", {}).get("contents")
+    texts = [
+        part.get("text", "")
+        for content in contents or []
+        for part in content.get("parts", [])
+        if isinstance(part, dict)
+    ]
+    return texts[-1] if texts else ""
+
+
+def _generate_response(text: str, model: str, *, final: bool) -> dict[str, Any]:
+    candidate: dict[str, Any] = {
+        "content": {"parts": [{"text": text}], "role": "model"},
+        "index": 0,
+    }
+    usage: dict[str, Any] = {"promptTokenCount": 8, "totalTokenCount": 8}
+    if final:
+        candidate["finishReason"] = "STOP"
+        usage = {"promptTokenCount": 8, "candidatesTokenCount": 5, "totalTokenCount": 13}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": model,
+        "responseId": "fake-response",
+    }
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {
+        "name": f"models/{name}",
+        "baseModelId": name,
+        "version": "001",
+        "displayName": name,
+        "inputTokenLimit": 1048576,
+        "outputTokenLimit": 65536,
+        "supportedGenerationMethods": ["generateContent", "countTokens"],
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover - a standalone upstream for manual tries and bench
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description="Run the fake Gemini API on loopback.")
+    parser.add_argument("--port", type=int, default=8181)
+    parser.add_argument("--delay", type=float, default=0.0, help="fixed latency in seconds")
+    args = parser.parse_args()
+    fake = FakeGemini(port=args.port, record=False).start()
+    fake.delay(args.delay)
+    print(f"fake Gemini API on {fake.base_url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            time.sleep(3600)

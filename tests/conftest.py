@@ -1,0 +1,146 @@
+"""Shared fixtures: the fake Gemini API and a real localgate server on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from localgate.app import create_app
+from localgate.config import Settings, load_settings
+from localgate.identity import SqliteKeyStore
+from localgate.testing import FakeGemini
+
+UPSTREAM_KEY = "upstream-secret-AIzaFAKE"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``predicate`` until it holds or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(0.01)
+
+
+@dataclass
+class RunningGateway:
+    """A localgate server started for a test, with one tenant key."""
+
+    base_url: str
+    settings: Settings
+    key: str
+    key_id: str
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """A raw HTTP client for the gateway."""
+        kwargs.setdefault("timeout", 10)
+        return httpx.Client(base_url=self.base_url, **kwargs)
+
+    def access_records(self) -> list[dict[str, Any]]:
+        """Access-log lines written so far."""
+        path = self.settings.access_log_path
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+    def access_record(self, request_id: str) -> dict[str, Any]:
+        """The access-log line of one request, once it has been written."""
+        found: list[dict[str, Any]] = []
+
+        def written() -> bool:
+            found[:] = [r for r in self.access_records() if r["request_id"] == request_id]
+            return bool(found)
+
+        wait_until(written)
+        return found[0]
+
+    def keys(self) -> SqliteKeyStore:
+        """A separate connection to the gateway's key store, as the CLI would open."""
+        return SqliteKeyStore(self.settings.state_db_path)
+
+
+@contextmanager
+def run_gateway(
+    data_dir: Path,
+    upstream_url: str,
+    *,
+    upstream_key: str | None = UPSTREAM_KEY,
+    config: str = "",
+) -> Iterator[RunningGateway]:
+    """Start localgate with uvicorn in a thread on a free port; stop it afterwards."""
+    environ = {"LOCALGATE_DATA_DIR": str(data_dir), "LOCALGATE_UPSTREAM_URL": upstream_url}
+    if upstream_key is not None:
+        environ["GEMINI_API_KEY"] = upstream_key
+    config_path = None
+    if config:
+        config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
+        config_path.write_text(config)
+    settings, _ = load_settings(config_path, environ)
+    store = SqliteKeyStore(settings.state_db_path)
+    issued = store.create("acme", "tests")
+    store.close()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
+    )
+    thread = threading.Thread(target=server.run, name="localgate", daemon=True)
+    thread.start()
+    wait_until(lambda: server.started or not thread.is_alive())
+    if not server.started:
+        raise RuntimeError("localgate did not start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield RunningGateway(
+            base_url=f"http://127.0.0.1:{port}",
+            settings=settings,
+            key=issued.key.reveal(),
+            key_id=issued.key_id,
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def fake_upstream() -> Iterator[FakeGemini]:
+    """One fake Gemini API for the whole run."""
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture
+def upstream(fake_upstream: FakeGemini) -> FakeGemini:
+    """The fake Gemini API, reset to good behaviour for this test."""
+    fake_upstream.reset()
+    return fake_upstream
+
+
+@pytest.fixture(scope="session")
+def shared_gateway(
+    fake_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    """A gateway with default settings, shared by the tests that need nothing special."""
+    with run_gateway(tmp_path_factory.mktemp("gateway"), fake_upstream.base_url) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def gateway(shared_gateway: RunningGateway, upstream: FakeGemini) -> RunningGateway:
+    """The shared gateway, with a freshly reset upstream."""
+    return shared_gateway

@@ -1,0 +1,515 @@
+"""Raw HTTP against a running gateway: auth forms, errors, stream framings, observability."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from localgate.testing import FakeGemini
+from tests.conftest import UPSTREAM_KEY, RunningGateway, run_gateway, wait_until
+
+GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+BODY = {"contents": [{"role": "user", "parts": [{"text": "Hello"}]}]}
+
+
+def error_of(response: httpx.Response) -> dict[str, object]:
+    """The Gemini error envelope, checked for shape and status agreement."""
+    envelope = response.json()
+    assert set(envelope) == {"error"}
+    error = envelope["error"]
+    assert error["code"] == response.status_code
+    assert isinstance(error["message"], str) and error["message"]
+    return error  # type: ignore[no-any-return]
+
+
+# -- authentication -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["header", "query", "bearer"])
+def test_each_credential_form_is_accepted_and_never_forwarded(
+    gateway: RunningGateway, upstream: FakeGemini, form: str
+) -> None:
+    headers, params = {}, {}
+    if form == "header":
+        headers["x-goog-api-key"] = gateway.key
+    elif form == "query":
+        params["key"] = gateway.key
+    else:
+        headers["authorization"] = f"Bearer {gateway.key}"
+
+    with gateway.client() as client:
+        response = client.post(GENERATE, json=BODY, headers=headers, params=params)
+
+    assert response.status_code == 200, response.text
+    received = upstream.requests[-1]
+    assert received.headers["x-goog-api-key"] == UPSTREAM_KEY
+    assert "authorization" not in received.headers
+    assert received.query == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "status", "reason"),
+    [
+        (None, 401, "UNAUTHENTICATED"),
+        ("AIzaSyNotALocalgateKey", 401, "UNAUTHENTICATED"),
+        ("lg_0123456789abcdef_" + "x" * 43, 401, "UNAUTHENTICATED"),
+    ],
+)
+def test_missing_or_unknown_key_is_refused_before_anything_is_forwarded(
+    gateway: RunningGateway, upstream: FakeGemini, key: str | None, status: int, reason: str
+) -> None:
+    headers = {"x-goog-api-key": key} if key else {}
+    with gateway.client() as client:
+        response = client.post(GENERATE, json=BODY, headers=headers)
+
+    assert response.status_code == status
+    assert error_of(response)["status"] == reason
+    assert upstream.requests == []
+
+
+def test_revoked_key_is_refused_on_the_next_request(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    store = gateway.keys()
+    issued = store.create("acme", "short-lived")
+    headers = {"x-goog-api-key": issued.key.reveal()}
+    with gateway.client() as client:
+        assert client.post(GENERATE, json=BODY, headers=headers).status_code == 200
+        store.revoke(issued.key_id)
+        store.close()
+        response = client.post(GENERATE, json=BODY, headers=headers)
+
+    assert response.status_code == 403
+    error = error_of(response)
+    assert error["status"] == "PERMISSION_DENIED"
+    assert issued.key_id in str(error["message"])
+    assert len(upstream.requests) == 1
+
+
+# -- bad requests ---------------------------------------------------------------------
+
+
+def post(
+    gateway: RunningGateway, path: str, content: bytes | str, **kwargs: object
+) -> httpx.Response:
+    headers = {"x-goog-api-key": gateway.key, "content-type": "application/json"}
+    with gateway.client() as client:
+        return client.post(path, content=content, headers=headers, **kwargs)  # type: ignore[arg-type]
+
+
+def test_malformed_json_says_where(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    response = post(gateway, GENERATE, '{"contents": [}')
+
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "line 1, column 15" in str(error["message"])
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({}, "'contents'"),
+        ({"contents": "hi"}, "'contents'"),
+        ({"contents": [{"parts": [{"text": 5}]}]}, "'contents[0].parts[0].text'"),
+        (
+            {"contents": [{"parts": [{"text": "a"}]}], "system_instruction": {"parts": 1}},
+            "'system_instruction.parts'",
+        ),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_body_that_is_not_a_gemini_request_names_the_field(
+    gateway: RunningGateway, upstream: FakeGemini, body: object, where: str
+) -> None:
+    response = post(gateway, GENERATE, json.dumps(body))
+
+    assert response.status_code == 400
+    assert where in str(error_of(response)["message"])
+    assert upstream.requests == []
+
+
+def test_batch_embed_with_a_foreign_inner_model_is_refused(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = {"requests": [{"model": "models/other", "content": {"parts": [{"text": "a"}]}}]}
+
+    response = post(
+        gateway, "/v1beta/models/gemini-embedding-001:batchEmbedContents", json.dumps(body)
+    )
+
+    assert response.status_code == 400
+    assert "requests[0].model" in str(error_of(response)["message"])
+    assert upstream.requests == []
+
+
+def test_count_tokens_needs_exactly_one_form(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    response = post(gateway, "/v1beta/models/gemini-2.5-flash:countTokens", "{}")
+
+    assert response.status_code == 400
+    assert "generateContentRequest" in str(error_of(response)["message"])
+
+
+def test_legacy_count_tokens_form_is_forwarded(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = {"generateContentRequest": {"model": "models/gemini-2.5-flash", **BODY}}
+
+    response = post(gateway, "/v1beta/models/gemini-2.5-flash:countTokens", json.dumps(body))
+
+    assert response.status_code == 200
+    assert upstream.requests[-1].body == body
+
+
+def test_embed_content_single(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    body = {
+        "content": {"parts": [{"text": "What is the meaning of life?"}]},
+        "taskType": "RETRIEVAL_DOCUMENT",
+    }
+
+    response = post(gateway, "/v1beta/models/gemini-embedding-001:embedContent", json.dumps(body))
+
+    assert response.status_code == 200
+    assert response.json() == {"embedding": {"values": [0.1, 0.2, 0.3]}}
+
+
+def test_oversized_body_is_refused_with_413(tmp_path: Path, upstream: FakeGemini) -> None:
+    config = "server:\n  max_body_bytes: 1000\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        big = json.dumps({"contents": [{"parts": [{"text": "x" * 2000}]}]})
+        declared = post(gateway, GENERATE, big)
+
+        def chunks() -> object:
+            yield big[:600].encode()
+            yield big[600:].encode()
+
+        with gateway.client() as client:
+            streamed = client.post(
+                GENERATE,
+                content=chunks(),
+                headers={"x-goog-api-key": gateway.key},  # type: ignore[arg-type]
+            )
+
+    for response in (declared, streamed):
+        assert response.status_code == 413
+        assert "1000 bytes" in str(error_of(response)["message"])
+    assert upstream.requests == []
+
+
+# -- routes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1beta/cachedContents",
+        "/v1beta/models/gemini-2.5-flash:predict",
+        "/v1beta/models/a%2F..%2Fb:generateContent",
+        "/v2/models/gemini-2.5-flash:generateContent",
+        "/",
+        "/v1beta/batches",
+    ],
+)
+def test_unknown_routes_are_refused_and_never_forwarded(
+    gateway: RunningGateway, upstream: FakeGemini, path: str
+) -> None:
+    response = post(gateway, path, json.dumps(BODY))
+
+    assert response.status_code == 404
+    assert error_of(response)["status"] == "NOT_FOUND"
+    assert upstream.requests == []
+
+
+def test_wrong_method_is_405(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    with gateway.client() as client:
+        response = client.get(GENERATE, headers={"x-goog-api-key": gateway.key})
+
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    error_of(response)
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/upload/v1beta/files"),
+        ("GET", "/v1beta/files"),
+        ("GET", "/v1beta/files/abc"),
+        ("DELETE", "/prefix/v1/files/abc"),
+    ],
+)
+def test_files_api_is_refused_by_policy(
+    gateway: RunningGateway, upstream: FakeGemini, method: str, path: str
+) -> None:
+    with gateway.client() as client:
+        response = client.request(method, path, headers={"x-goog-api-key": gateway.key})
+
+    assert response.status_code == 403
+    error = error_of(response)
+    assert error["status"] == "PERMISSION_DENIED"
+    assert "data-localization policy" in str(error["message"])
+    assert upstream.requests == []
+
+
+def test_model_catalogue_query_is_forwarded_without_the_key(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    with gateway.client() as client:
+        response = client.get("/v1beta/models", params={"key": gateway.key, "pageSize": "5"})
+
+    assert response.status_code == 200
+    assert upstream.requests[-1].query == {"pageSize": "5"}
+
+
+# -- upstream failures ----------------------------------------------------------------
+
+
+def test_upstream_error_keeps_status_and_message(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.fail_with(
+        404, {"error": {"code": 404, "message": "models/nope is not found", "status": "NOT_FOUND"}}
+    )
+
+    response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 404
+    assert error_of(response) == {
+        "code": 404,
+        "message": "models/nope is not found",
+        "status": "NOT_FOUND",
+    }
+
+
+def test_upstream_html_error_becomes_an_envelope(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.fail_with(503, "<html>Service Unavailable</html>")
+
+    response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 503
+    error = error_of(response)
+    assert error["status"] == "UNAVAILABLE"
+    assert "<html>" not in str(error["message"])
+
+
+@pytest.mark.parametrize(("mode", "status"), [("reset", 502), ("malformed", 502)])
+def test_broken_upstream_is_a_502_naming_it(
+    gateway: RunningGateway, upstream: FakeGemini, mode: str, status: int
+) -> None:
+    upstream.misbehave(mode)
+
+    response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == status
+    error = error_of(response)
+    assert error["status"] == "UNAVAILABLE"
+    assert upstream.base_url in str(error["message"])
+    assert "Traceback" not in response.text
+
+
+def test_unreachable_upstream_is_a_502(tmp_path: Path, upstream: FakeGemini) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    dead = f"http://127.0.0.1:{closed_port}"
+    with run_gateway(tmp_path / "data", dead) as gateway:
+        response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 502
+    error = error_of(response)
+    assert error["status"] == "UNAVAILABLE"
+    assert dead in str(error["message"])
+
+
+def test_slow_upstream_is_a_504(tmp_path: Path, upstream: FakeGemini) -> None:
+    upstream.misbehave("hang")
+    config = "upstream:\n  timeout_s: 0.3\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 504
+    error = error_of(response)
+    assert error["status"] == "DEADLINE_EXCEEDED"
+    assert "upstream.timeout_s" in str(error["message"])
+
+
+def test_without_upstream_key_the_gateway_runs_but_refuses_to_forward(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url, upstream_key=None) as gateway:
+        response = post(gateway, GENERATE, json.dumps(BODY))
+        with gateway.client() as client:
+            ready = client.get("/readyz")
+            alive = client.get("/healthz")
+
+    assert response.status_code == 503
+    assert "GEMINI_API_KEY" in str(error_of(response)["message"])
+    assert alive.status_code == 200
+    assert ready.status_code == 503
+    assert "GEMINI_API_KEY" in ready.json()["checks"]["upstream:gemini"]
+    assert upstream.requests == []
+
+
+# -- streaming ------------------------------------------------------------------------
+
+
+def test_sse_stream_is_google_framed(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    upstream.stream(["a", "b\u2028c"])
+
+    response = post(gateway, STREAM, json.dumps(BODY), params={"alt": "sse"})
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = response.text.split("\r\n\r\n")
+    assert events[-1] == ""
+    assert all(event.startswith("data: {") and "\n" not in event for event in events[:-1])
+    assert "\\u2028" in response.text
+    texts = [json.loads(e[6:])["candidates"][0]["content"]["parts"][0]["text"] for e in events[:-1]]
+    assert texts == ["a", "b\u2028c"]
+
+
+def test_json_array_stream_without_alt(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    upstream.stream(["a", "b", "c"])
+
+    response = post(gateway, STREAM, json.dumps(BODY))
+
+    assert response.status_code == 200
+    assert response.text.startswith("[{") and response.text.endswith("\n]")
+    assert "\n,\r\n" in response.text
+    chunks = response.json()
+    assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks] == ["a", "b", "c"]
+    assert upstream.requests[-1].query == {"alt": "sse"}
+
+
+def test_json_array_stream_error_is_an_array_element(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.stream(["a", "b", "c"], error_after=2)
+
+    response = post(gateway, STREAM, json.dumps(BODY))
+
+    chunks = response.json()
+    assert len(chunks) == 3
+    assert chunks[-1]["error"]["code"] == 502
+
+
+def test_stream_is_forwarded_chunk_by_chunk(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    upstream.stream(["first", "second"], delay_s=1.0)
+    headers = {"x-goog-api-key": gateway.key}
+
+    with (
+        gateway.client() as client,
+        client.stream(
+            "POST", STREAM, params={"alt": "sse"}, json=BODY, headers=headers
+        ) as response,
+    ):
+        started = time.monotonic()
+        lines = response.iter_lines()
+        first = next(line for line in lines if line)
+        first_after = time.monotonic() - started
+        rest = [line for line in lines if line]
+        total = time.monotonic() - started
+
+    assert "first" in first and "second" in rest[0]
+    # The first event arrived well before the upstream sent the second one.
+    assert first_after < total - 0.5
+
+
+def test_client_disconnect_cancels_the_upstream_stream(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.stream([f"chunk{i}" for i in range(100)], delay_s=0.2)
+    headers = {"x-goog-api-key": gateway.key}
+
+    with (
+        gateway.client() as client,
+        client.stream(
+            "POST", STREAM, params={"alt": "sse"}, json=BODY, headers=headers
+        ) as response,
+    ):
+        request_id = response.headers["x-request-id"]
+        next(response.iter_lines())
+
+    wait_until(upstream.stream_abandoned.is_set)
+    record = gateway.access_record(request_id)
+    assert record["status"] == 499
+    assert record["error"] == "CANCELLED"
+
+
+def test_bad_alt_is_refused(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    response = post(gateway, STREAM, json.dumps(BODY), params={"alt": "proto"})
+
+    assert response.status_code == 400
+    assert "'alt'" in str(error_of(response)["message"])
+
+
+# -- observability --------------------------------------------------------------------
+
+
+def test_access_log_has_usage_and_no_secrets(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    secret_text = "my phone is 13812345678"
+    body = {"contents": [{"parts": [{"text": secret_text}]}]}
+
+    response = post(gateway, GENERATE, json.dumps(body))
+    record = gateway.access_record(response.headers["x-request-id"])
+
+    assert record["tenant"] == "acme"
+    assert record["key_id"] == gateway.key_id
+    assert record["route"] == "generateContent"
+    assert record["model"] == "models/gemini-2.5-flash"
+    assert record["status"] == 200
+    assert record["latency_ms"] > 0
+    assert record["usage"] == {
+        "prompt_tokens": 8,
+        "candidates_tokens": 5,
+        "thoughts_tokens": 0,
+        "total_tokens": 13,
+    }
+    log = gateway.settings.access_log_path.read_text()
+    assert gateway.key not in log
+    assert UPSTREAM_KEY not in log
+    assert secret_text not in log
+
+
+def test_every_response_has_a_request_id(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    with gateway.client() as client:
+        responses = [client.get("/healthz"), client.get("/nope"), client.post(GENERATE, json=BODY)]
+
+    ids = {response.headers["x-request-id"] for response in responses}
+    assert len(ids) == 3
+
+
+def test_metrics_count_requests_by_route_model_status(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    post(gateway, GENERATE, json.dumps(BODY))
+    post(gateway, GENERATE, "not json")
+
+    with gateway.client() as client:
+        text = client.get("/metrics").text
+
+    ok = 'localgate_requests_total{model="models/gemini-2.5-flash",route="generateContent",status="200"}'
+    bad = 'localgate_requests_total{model="models/gemini-2.5-flash",route="generateContent",status="400"}'
+    assert ok in text and bad in text
+    assert "localgate_request_duration_seconds_bucket{" in text
+
+
+def test_readyz_when_ready(gateway: RunningGateway) -> None:
+    with gateway.client() as client:
+        response = client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ready",
+        "checks": {"state_store": "ok", "upstream:gemini": "ok"},
+    }
