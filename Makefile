@@ -20,7 +20,7 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
 	touch $@
 
 run: $(VENV)/.runtime
-	$(BIN)/localgate serve
+	$(BIN)/localgate serve $(ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests bench

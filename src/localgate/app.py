@@ -55,11 +55,8 @@ def create_app(settings: Settings) -> Starlette:
         for candidate in router.upstreams:
             if candidate.ready is not None:
                 logger.warning("not ready to forward: %s", candidate.ready)
-        if settings.proxy.enable_audit:
-            logger.warning(
-                "proxy.enable_audit: the audit trail is not part of this version; "
-                "no audit records are written"
-            )
+        for warning in _not_yet_in_effect(settings):
+            logger.warning(warning)
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
@@ -91,6 +88,21 @@ def create_app(settings: Settings) -> Starlette:
         middleware=[Middleware(RequestIdMiddleware)],
         lifespan=lifespan,
     )
+
+
+def _not_yet_in_effect(settings: Settings) -> list[str]:
+    """Settings this version accepts but does not act on yet; said loudly at start-up."""
+    warnings = []
+    if settings.proxy.enable_audit:
+        warnings.append(
+            "proxy.enable_audit: the audit trail is not part of this version; "
+            "no audit records are written"
+        )
+    if settings.cache.enabled:
+        warnings.append(
+            "cache.enabled: the vector cache is not part of this version; nothing is cached"
+        )
+    return warnings
 
 
 async def healthz(request: Request) -> Response:

@@ -218,7 +218,10 @@ _REASONS = {
 def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(part) for part in error["loc"]) or "<top level>"
     template = _REASONS.get(error["type"])
-    ctx = error.get("ctx") or {}
+    ctx = {
+        name: f"{value:g}" if isinstance(value, float) else value
+        for name, value in (error.get("ctx") or {}).items()
+    }
     if template is not None:
         reason = template.format(**ctx)
     elif error["type"] == "value_error":

@@ -11,7 +11,6 @@ from google.genai import errors, types
 from localgate.testing import FakeGemini
 from tests.conftest import UPSTREAM_KEY, RunningGateway
 
-
 SdkFactory = Callable[..., genai.Client]
 
 
@@ -163,8 +162,10 @@ def test_embed_content_single_and_batch(
         config=types.EmbedContentConfig(task_type="RETRIEVAL_DOCUMENT"),
     )
 
-    assert single.embeddings is not None and len(single.embeddings) == 1
-    assert batch.embeddings is not None and len(batch.embeddings) == 3
+    assert single.embeddings is not None
+    assert len(single.embeddings) == 1
+    assert batch.embeddings is not None
+    assert len(batch.embeddings) == 3
     assert upstream.requests[-1].path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
 
 
@@ -216,10 +217,10 @@ def test_mid_stream_failure_raises_in_the_sdk(
     upstream.stream(["one", "two", "three"], error_after=1)
 
     client = sdk(gateway)
-    received: list[str] = []
+    stream = client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi")
+    received = [next(stream).text]
     with pytest.raises(errors.ServerError) as caught:
-        for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"):
-            received.append(chunk.text or "")
+        next(stream)
 
     assert received == ["one"]
     assert caught.value.code == 502

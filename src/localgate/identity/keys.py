@@ -128,7 +128,7 @@ class SqliteKeyStore:
         if tenant is not None:
             query += " WHERE tenant = ?"
             params = (tenant,)
-        rows = self._db.execute(query + " ORDER BY created_at, key_id", params).fetchall()
+        rows = self._db.execute(query + " ORDER BY rowid", params).fetchall()
         return [ApiKeyRecord(*row) for row in rows]
 
     def revoke(self, key_id: str) -> bool:

@@ -1,0 +1,90 @@
+"""The localgate command as an operator uses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localgate.cli import main
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("LOCALGATE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("LOCALGATE_CONFIG", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    return CliRunner()
+
+
+def test_keys_create_list_revoke(runner: CliRunner) -> None:
+    created = runner.invoke(main, ["keys", "create", "--tenant", "acme", "--json"])
+    assert created.exit_code == 0, created.output
+    issued = json.loads(created.output)
+    assert set(issued) == {"tenant", "key_id", "key"}
+    assert issued["key"].startswith(f"lg_{issued['key_id']}_")
+
+    listed = runner.invoke(main, ["keys", "list"])
+    assert issued["key_id"] in listed.output
+    assert "active" in listed.output
+    assert issued["key"] not in listed.output
+
+    revoked = runner.invoke(main, ["keys", "revoke", issued["key_id"]])
+    assert revoked.exit_code == 0
+    lines = runner.invoke(main, ["keys", "list", "--json"]).output.splitlines()
+    assert json.loads(lines[0])["revoked_at"] is not None
+
+
+def test_keys_create_human_output_shows_the_key_once(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["keys", "create", "--tenant", "acme"])
+
+    assert result.exit_code == 0
+    assert "cannot be shown again" in result.output
+    assert "lg_" in result.output
+
+
+def test_revoking_an_unknown_key_fails(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["keys", "revoke", "nope"])
+
+    assert result.exit_code == 1
+    assert "no key with id nope" in result.output
+
+
+def test_bad_tenant_name(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["keys", "create", "--tenant", "a b"])
+
+    assert result.exit_code == 2
+    assert "tenant must be" in result.output
+
+
+def test_check_lists_every_problem_and_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("upstream:\n  timeout_s: -1\nserver:\n  max_body_bytes: 0\n")
+
+    result = runner.invoke(main, ["check", "--config", str(config)])
+
+    assert result.exit_code == 1
+    assert "upstream.timeout_s: must be > 0" in result.output
+    assert "server.max_body_bytes: must be > 0" in result.output
+
+
+def test_check_accepts_the_example(runner: CliRunner) -> None:
+    example = Path(__file__).parent.parent / "config" / "localization.yaml"
+
+    result = runner.invoke(main, ["check", "--config", str(example)])
+
+    assert result.exit_code == 0, result.output
+    assert "OK" in result.output
+    assert "no upstream API key" in result.output
+
+
+def test_serve_refuses_a_bad_configuration(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("upstream:\n  timeout_s: 0\n")
+
+    result = runner.invoke(main, ["serve", "--config", str(config)])
+
+    assert result.exit_code == 1
+    assert "upstream.timeout_s: must be > 0" in result.output

@@ -1,0 +1,120 @@
+"""Configuration: defaults, environment overrides, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localgate.config import load_settings
+from localgate.errors import ConfigError
+
+EXAMPLE = Path(__file__).parent.parent / "config" / "localization.yaml"
+
+
+def test_no_file_gives_sensible_defaults() -> None:
+    settings, source = load_settings(None, {})
+
+    assert source is None
+    assert (settings.server.host, settings.server.port) == ("127.0.0.1", 8080)
+    assert settings.server.max_body_bytes == 20 * 1024 * 1024
+    assert settings.upstream.base_url == "https://generativelanguage.googleapis.com"
+    assert settings.upstream_api_key is None
+    assert settings.access_log_path == Path("data/logs/access.log")
+    assert settings.state_db_path == Path("data/localgate.db")
+
+
+def test_shipped_example_is_valid() -> None:
+    settings, _ = load_settings(EXAMPLE, {})
+
+    assert settings.proxy.enable_audit is True
+    assert settings.cache.vector_store == "chroma"
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("data_dir: /from/file\nupstream:\n  base_url: http://file:1\n")
+
+    settings, source = load_settings(
+        None,
+        {
+            "LOCALGATE_CONFIG": str(config),
+            "LOCALGATE_DATA_DIR": str(tmp_path / "state"),
+            "LOCALGATE_UPSTREAM_URL": "http://127.0.0.1:9/",
+            "GEMINI_API_KEY": " AIza-from-env ",
+        },
+    )
+
+    assert source == config
+    assert settings.data_dir == tmp_path / "state"
+    assert settings.upstream.base_url == "http://127.0.0.1:9"
+    assert settings.upstream_api_key is not None
+    assert settings.upstream_api_key.reveal() == "AIza-from-env"
+    assert "AIza" not in repr(settings)
+
+
+def test_upstream_key_from_a_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("AIza-from-file\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"upstream:\n  api_key_file: {key_file}\n")
+
+    settings, _ = load_settings(config, {})
+
+    assert settings.upstream_api_key is not None
+    assert settings.upstream_api_key.reveal() == "AIza-from-file"
+
+
+def problems(tmp_path: Path, text: str) -> list[str]:
+    config = tmp_path / "c.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, {})
+    return caught.value.problems
+
+
+def test_every_problem_is_listed_with_its_field_path(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "upstream:\n  timeout_s: 0\n  base_url: ftp://x\nserver:\n  port: 70000\n  colour: red\n",
+    )
+
+    assert sorted(found) == [
+        "server.colour: unknown setting",
+        "server.port: must be <= 65535",
+        "upstream.base_url: must be an http:// or https:// URL with a host",
+        "upstream.timeout_s: must be > 0",
+    ]
+
+
+def test_wrong_types_and_choices(tmp_path: Path) -> None:
+    found = problems(tmp_path, "cache:\n  vector_store: faiss\nproxy:\n  enable_audit: maybe\n")
+
+    assert any(p.startswith("cache.vector_store: input should be 'chroma'") for p in found)
+    assert any(p.startswith("proxy.enable_audit: ") for p in found)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    found = problems(tmp_path, "server:\n  port: [1,\n")
+
+    assert len(found) == 1
+    assert "line" in found[0]
+
+
+def test_upstream_key_is_not_accepted_in_the_file(tmp_path: Path) -> None:
+    found = problems(tmp_path, "upstream_api_key: AIza\n")
+
+    assert "GEMINI_API_KEY" in found[0]
+
+
+def test_unreadable_key_file(tmp_path: Path) -> None:
+    found = problems(tmp_path, f"upstream:\n  api_key_file: {tmp_path / 'missing'}\n")
+
+    assert found[0].startswith("upstream.api_key_file: cannot read")
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path / "nope.yaml", {})
+
+    assert "cannot read the file" in caught.value.problems[0]
