@@ -118,3 +118,9 @@ def test_missing_config_file(tmp_path: Path) -> None:
         load_settings(tmp_path / "nope.yaml", {})
 
     assert "cannot read the file" in caught.value.problems[0]
+
+
+def test_upstream_url_with_credentials_is_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, "upstream:\n  base_url: http://svc:S3cret@127.0.0.1:1\n")
+
+    assert found[0].startswith("upstream.base_url: must not contain a user name or password")

@@ -63,3 +63,8 @@ def test_json_array_encoding_parses_as_an_array() -> None:
 
 def test_empty_json_array_stream() -> None:
     assert json.loads(StreamEncoder(Framing.JSON_ARRAY).close()) == []
+
+
+def test_a_json_array_is_not_mistaken_for_sse() -> None:
+    with pytest.raises(ValueError, match="not Server-Sent Events"):
+        decode(b'[{"candidates": []}]\n')

@@ -71,6 +71,11 @@ class UpstreamSettings(_Section):
             raise ValueError("must be an http:// or https:// URL with a host")
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or fragment")
+        if parts.username or parts.password:
+            raise ValueError(
+                "must not contain a user name or password; the upstream key goes in "
+                "GEMINI_API_KEY or upstream.api_key_file"
+            )
         return value.rstrip("/")
 
 

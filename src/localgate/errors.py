@@ -10,11 +10,12 @@ error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
     ├── Unauthenticated                  401 UNAUTHENTICATED
     ├── PermissionDenied                 403 PERMISSION_DENIED
     ├── NotFound                         404 NOT_FOUND
-    ├── MethodNotAllowed                 405 UNIMPLEMENTED
+    ├── MethodNotAllowed                 405 INVALID_ARGUMENT
     ├── ServiceUnavailable               503 UNAVAILABLE
     ├── UpstreamError                    (the upstream's own status, passed through)
     ├── UpstreamUnreachable              502 UNAVAILABLE
     ├── UpstreamBadResponse              502 UNAVAILABLE
+    ├── UpstreamCredentialsRejected      502 UNAVAILABLE
     └── UpstreamTimeout                  504 DEADLINE_EXCEEDED
 
 Messages are written for the client: they say what was wrong and what to do, and
@@ -36,6 +37,7 @@ __all__ = [
     "ServiceUnavailable",
     "Unauthenticated",
     "UpstreamBadResponse",
+    "UpstreamCredentialsRejected",
     "UpstreamError",
     "UpstreamTimeout",
     "UpstreamUnreachable",
@@ -100,7 +102,7 @@ class MethodNotAllowed(LocalgateError):
     """The path exists but not with this HTTP method."""
 
     http_status = 405
-    status = "UNIMPLEMENTED"
+    status = "INVALID_ARGUMENT"
 
     def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -148,6 +150,13 @@ class UpstreamUnreachable(LocalgateError):
 
 class UpstreamBadResponse(LocalgateError):
     """The upstream answered 200 with a body that is not a Gemini response."""
+
+    http_status = 502
+    status = "UNAVAILABLE"
+
+
+class UpstreamCredentialsRejected(LocalgateError):
+    """The upstream refused the gateway's own key: the operator's problem, not the client's."""
 
     http_status = 502
     status = "UNAVAILABLE"

@@ -24,6 +24,9 @@ from localgate.errors import LocalgateError
 
 __all__ = ["Framing", "SseDecoder", "StreamEncoder", "dump_json"]
 
+# SSE lines that carry nothing for Gemini: comments, event names, ids, retry hints.
+_IGNORED_FIELDS = (b":", b"event:", b"id:", b"retry:")
+
 
 def dump_json(value: Any) -> bytes:
     """Compact JSON with the line separators that old SDKs split on escaped."""
@@ -123,5 +126,8 @@ class SseDecoder:
                 value = value[1:]
             self._data.append(value)
             self._data_size += len(value)
-        # Comments (":"), "event:", "id:" and "retry:" lines carry nothing for Gemini.
+        elif not line.startswith(_IGNORED_FIELDS):
+            # Not Server-Sent Events (e.g. a JSON array answered to an SSE request):
+            # refusing is better than silently dropping the answer.
+            raise ValueError("the upstream stream is not Server-Sent Events")
         return None

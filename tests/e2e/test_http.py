@@ -52,7 +52,7 @@ def test_each_credential_form_is_accepted_and_never_forwarded(
     received = upstream.requests[-1]
     assert received.headers["x-goog-api-key"] == UPSTREAM_KEY
     assert "authorization" not in received.headers
-    assert received.query == {}
+    assert received.query == ()
 
 
 @pytest.mark.parametrize(
@@ -268,7 +268,7 @@ def test_model_catalogue_query_is_forwarded_without_the_key(
         response = client.get("/v1beta/models", params={"key": gateway.key, "pageSize": "5"})
 
     assert response.status_code == 200
-    assert upstream.requests[-1].query == {"pageSize": "5"}
+    assert upstream.requests[-1].query == (("pageSize", "5"),)
 
 
 # -- upstream failures ----------------------------------------------------------------
@@ -391,7 +391,7 @@ def test_json_array_stream_without_alt(gateway: RunningGateway, upstream: FakeGe
     assert "\n,\r\n" in response.text
     chunks = response.json()
     assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks] == ["a", "b", "c"]
-    assert upstream.requests[-1].query == {"alt": "sse"}
+    assert upstream.requests[-1].query == (("alt", "sse"),)
 
 
 def test_json_array_stream_error_is_an_array_element(
@@ -517,3 +517,137 @@ def test_readyz_when_ready(gateway: RunningGateway) -> None:
         "status": "ready",
         "checks": {"state_store": "ok", "upstream:gemini": "ok"},
     }
+
+
+# -- hardening ------------------------------------------------------------------------
+
+
+def test_upstream_redirects_are_not_followed(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    upstream.fail_with(307, "moved", headers={"location": upstream.base_url + "/elsewhere"})
+
+    response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 502
+    assert "redirect" in str(error_of(response)["message"])
+    assert [r.path for r in upstream.requests] == [GENERATE]
+
+
+def test_upstream_rejecting_the_gateways_key_is_not_blamed_on_the_client(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.fail_with(
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                    }
+                ],
+            }
+        },
+    )
+
+    response = post(gateway, GENERATE, json.dumps(BODY))
+
+    assert response.status_code == 502
+    assert "gateway's own API key" in str(error_of(response)["message"])
+
+
+def test_non_sse_stream_from_upstream_is_an_error_not_an_empty_answer(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.fail_with(200, [{"candidates": []}])
+
+    response = post(gateway, STREAM, json.dumps(BODY), params={"alt": "sse"})
+
+    event = json.loads(response.text.removeprefix("data: "))
+    assert event["error"]["code"] == 502
+    assert "not Server-Sent Events" in event["error"]["message"]
+
+
+def test_dummy_sdk_key_with_a_bearer_localgate_key(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    headers = {"x-goog-api-key": "dummy", "authorization": f"Bearer {gateway.key}"}
+    with gateway.client() as client:
+        response = client.post(GENERATE, json=BODY, headers=headers)
+
+    assert response.status_code == 200
+
+
+def test_legacy_integer_enum_request_is_honoured_only_where_safe(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    params = {"$alt": "json;enum-encoding=int"}
+    post(gateway, GENERATE, json.dumps(BODY), params=params)
+    unary_query = upstream.requests[-1].query
+    post(gateway, GENERATE, json.dumps(BODY), params={"$alt": "proto"})
+    proto_query = upstream.requests[-1].query
+    post(gateway, STREAM, json.dumps(BODY), params=params)
+    stream_query = upstream.requests[-1].query
+
+    assert unary_query == (("$alt", "json;enum-encoding=int"),)
+    assert proto_query == ()
+    assert stream_query == (("alt", "sse"),)
+
+
+def test_deeply_nested_body_is_refused(gateway: RunningGateway, upstream: FakeGemini) -> None:
+    args: dict[str, object] = {}
+    for _ in range(300):
+        args = {"a": args}
+    body = {
+        "contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": args}}]}]
+    }
+
+    response = post(gateway, GENERATE, json.dumps(body))
+
+    assert response.status_code == 400
+    assert "nested deeper than 100" in str(error_of(response)["message"])
+    assert upstream.requests == []
+
+
+def test_both_spellings_of_a_field_are_refused(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = {
+        **BODY,
+        "systemInstruction": {"parts": [{"text": "a"}]},
+        "system_instruction": {"parts": [{"text": "b"}]},
+    }
+
+    response = post(gateway, GENERATE, json.dumps(body))
+
+    assert response.status_code == 400
+    assert "not both" in str(error_of(response)["message"])
+
+
+def test_anonymous_requests_do_not_name_metric_labels(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    with gateway.client() as client:
+        client.post("/v1beta/models/anonymous-junk-model:generateContent", json=BODY)
+        text = client.get("/metrics").text
+
+    assert "anonymous-junk-model" not in text
+
+
+def test_client_vanishing_mid_body_is_logged_as_cancelled(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    host, port = gateway.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as raw:
+        raw.sendall(
+            f"POST {GENERATE} HTTP/1.1\r\nhost: x\r\nx-goog-api-key: {gateway.key}\r\n"
+            'content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"contents"'.encode()
+        )
+
+    def logged() -> bool:
+        return any(r["status"] == 499 for r in gateway.access_records())
+
+    wait_until(logged)
+    assert upstream.requests == []

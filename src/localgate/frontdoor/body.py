@@ -9,7 +9,11 @@ from starlette.requests import Request
 
 from localgate.errors import InvalidArgument, PayloadTooLarge
 
-__all__ = ["check_declared_size", "read_json_body"]
+__all__ = ["MAX_DEPTH", "check_declared_size", "read_json_body"]
+
+# Google's own limit on nesting is about 100; anything deeper is refused here, well
+# before the JSON writer's own limit.
+MAX_DEPTH = 100
 
 
 def check_declared_size(request: Request, limit: int) -> None:
@@ -38,12 +42,33 @@ async def read_json_body(request: Request, limit: int) -> Any:
     if not raw.strip():
         return {}
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidArgument(
             f"Invalid JSON payload received: {exc.msg} at line {exc.lineno}, "
             f"column {exc.colno} (byte {exc.pos})."
         ) from exc
+    if _deeper_than(body, MAX_DEPTH):
+        raise InvalidArgument(
+            f"Invalid JSON payload received: nested deeper than {MAX_DEPTH} levels."
+        )
+    return body
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` levels, checked without recursion."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 def _too_large(limit: int) -> PayloadTooLarge:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -24,9 +24,10 @@ from localgate.framing import Framing, StreamEncoder, dump_json
 from localgate.frontdoor.body import check_declared_size, read_json_body
 from localgate.frontdoor.routes import GeminiMethod, GeminiRoute, match_route
 from localgate.frontdoor.schemas import validate_body
+from localgate.identity.keys import LOCALGATE_KEY_PREFIX
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Inbound, Pipeline, RequestContext
-from localgate.upstream.base import StreamReply
+from localgate.upstream.base import StreamReply, UnaryReply
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
 
@@ -36,9 +37,11 @@ JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
 # Client headers worth passing on; everything else (credentials above all) stays here.
 _FORWARDED_HEADERS = ("x-server-timeout", "user-agent", "x-goog-api-client")
 _FORWARDED_QUERY = {
-    GeminiMethod.LIST_MODELS: ("pageSize", "pageToken", "filter", "$alt"),
+    GeminiMethod.LIST_MODELS: ("pageSize", "pageToken", "filter"),
 }
-_DEFAULT_FORWARDED_QUERY = ("$alt",)
+# The legacy REST client asks for integer enums; the only other $alt values
+# (proto, media) would change the body format the gateway parses.
+_INT_ENUMS = ("$alt", "json;enum-encoding=int")
 _CLIENT_CLOSED = 499
 
 
@@ -66,32 +69,39 @@ class GeminiEndpoint:
         services.metrics.in_flight.inc()
         try:
             response = await self._handle(request, ctx, services)
-        except BaseException:
+            await response(scope, receive, send)
+        finally:
             services.metrics.in_flight.dec()
-            raise
-        await response(scope, receive, send)
 
     async def _handle(
         self, request: Request, ctx: RequestContext, services: GatewayServices
     ) -> Response:
+        reply: StreamReply | UnaryReply | None = None
         try:
             ctx.route = route = match_route(request.method, request.url.path)
             check_declared_size(request, services.max_body_bytes)
             inbound = self._inbound(request, route, services.max_body_bytes)
             reply = await services.pipeline.run(ctx, inbound)
+            if isinstance(reply, StreamReply):
+                return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
+            response = Response(
+                dump_json(reply.body), media_type=JSON_MEDIA_TYPE, headers=reply.headers
+            )
         except LocalgateError as exc:
+            await _close_stream(reply)
             _finish(services, ctx, exc.code, exc.envelope()["error"].get("status"))
             return error_response(exc)
+        except ClientDisconnect:
+            _finish(services, ctx, _CLIENT_CLOSED, "CANCELLED")
+            return Response(status_code=_CLIENT_CLOSED)
         except Exception:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
+            await _close_stream(reply)
             error = _internal(ctx)
             _finish(services, ctx, error.code, error.status)
             return error_response(error)
-        if isinstance(reply, StreamReply):
-            return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
-        body = dump_json(reply.body)
         _finish(services, ctx, 200, None)
-        return Response(body, media_type=JSON_MEDIA_TYPE, headers=reply.headers)
+        return response
 
     def _inbound(self, request: Request, route: GeminiRoute, limit: int) -> Inbound:
         async def read_body() -> Any:
@@ -110,15 +120,16 @@ class GeminiEndpoint:
                 framing = Framing.JSON_ARRAY
             else:
                 raise InvalidArgument(f"Invalid value for 'alt': {alt!r}; use 'sse' or 'json'.")
-        allowed = _FORWARDED_QUERY.get(route.method, _DEFAULT_FORWARDED_QUERY)
+        allowed = _FORWARDED_QUERY.get(route.method, ())
+        query = [
+            (name, value) for name, value in request.query_params.multi_items() if name in allowed
+        ]
+        if not route.method.streams and _INT_ENUMS in request.query_params.multi_items():
+            query.append(_INT_ENUMS)
         return Inbound(
             credential=_credential(request),
             read_body=read_body,
-            query=tuple(
-                (name, value)
-                for name, value in request.query_params.multi_items()
-                if name in allowed
-            ),
+            query=tuple(query),
             headers=tuple(
                 (name, request.headers[name])
                 for name in _FORWARDED_HEADERS
@@ -142,17 +153,27 @@ def error_response(error: LocalgateError) -> Response:
 
 
 def _credential(request: Request) -> str | None:
-    header = request.headers.get("x-goog-api-key")
-    if header:
-        return header.strip()
-    query = request.query_params.get("key")
-    if query:
-        return query.strip()
-    authorization = request.headers.get("authorization", "")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return None
+    """The presented key: the first localgate-shaped one, else the first one given.
+
+    Apps that authenticate with ``Authorization: Bearer`` still have to give the SDK
+    some ``api_key``, which it sends as ``x-goog-api-key``; the localgate key wins.
+    """
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    presented = [
+        request.headers.get("x-goog-api-key", "").strip(),
+        request.query_params.get("key", "").strip(),
+        token.strip() if scheme.lower() == "bearer" else "",
+    ]
+    given = [value for value in presented if value]
+    for value in given:
+        if value.startswith(LOCALGATE_KEY_PREFIX):
+            return value
+    return given[0] if given else None
+
+
+async def _close_stream(reply: StreamReply | UnaryReply | None) -> None:
+    if isinstance(reply, StreamReply):
+        await reply.close()
 
 
 def _internal(ctx: RequestContext) -> LocalgateError:
@@ -218,8 +239,9 @@ def _finish(
     route = ctx.route
     route_name = route.method.value if route else "unknown"
     model = route.model if route else None
-    services.metrics.in_flight.dec()
-    services.metrics.observe(route_name, model, status, elapsed)
+    # Only authenticated callers name metric label values: anonymous requests could
+    # otherwise use up the bounded set of model labels.
+    services.metrics.observe(route_name, model if ctx.principal else None, status, elapsed)
     record: dict[str, Any] = {
         "time": datetime.fromtimestamp(ctx.received_at, UTC).isoformat(timespec="milliseconds"),
         "request_id": ctx.request_id,

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from localgate.errors import InvalidArgument
@@ -28,6 +36,18 @@ class _Message(BaseModel):
         extra="allow",
         alias_generator=AliasGenerator(validation_alias=_either_spelling),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        # Both spellings of one field would be forwarded while only one is checked
+        # (and later redacted): refuse the ambiguity instead.
+        if isinstance(data, dict):
+            for name in cls.model_fields:
+                camel = to_camel(name)
+                if camel != name and camel in data and name in data:
+                    raise ValueError(f"give '{camel}' or '{name}', not both")
+        return data
 
 
 class Blob(_Message):

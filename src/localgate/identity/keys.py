@@ -26,8 +26,16 @@ from typing import Protocol
 from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
 from localgate.secret import Secret
 
-__all__ = ["ApiKeyRecord", "IssuedKey", "KeyStore", "Principal", "SqliteKeyStore"]
+__all__ = [
+    "LOCALGATE_KEY_PREFIX",
+    "ApiKeyRecord",
+    "IssuedKey",
+    "KeyStore",
+    "Principal",
+    "SqliteKeyStore",
+]
 
+LOCALGATE_KEY_PREFIX = "lg_"
 _KEY_FORMAT = re.compile(r"^lg_(?P<key_id>[0-9a-f]{16})_(?P<secret>[A-Za-z0-9_-]{43})$")
 _TENANT_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Compared against when the key id is unknown, so both paths do the same work.

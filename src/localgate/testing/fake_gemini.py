@@ -32,14 +32,14 @@ class RecordedRequest:
 
     method: str
     path: str
-    query: dict[str, str]
+    query: tuple[tuple[str, str], ...]
     headers: dict[str, str]
     body: Any
 
 
 @dataclass(slots=True)
 class _Behaviour:
-    error: tuple[int, bytes, str] | None = None  # status, body, content type
+    error: tuple[int, bytes, dict[str, str]] | None = None  # status, body, headers
     mode: str | None = None  # "reset", "malformed", "hang"
     stream_chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " fake"])
     stream_delay_s: float = 0.0
@@ -118,16 +118,18 @@ class FakeGemini:
             self._behaviour = _Behaviour()
         self.stream_abandoned.clear()
 
-    def fail_with(self, status: int, body: Any = None, content_type: str = "") -> None:
-        """Answer every request with ``status`` and ``body`` (a dict is sent as JSON)."""
+    def fail_with(
+        self, status: int, body: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
+        """Answer every request with ``status`` and ``body`` (a dict or list is sent as JSON)."""
         if isinstance(body, bytes | str):
             raw = body.encode() if isinstance(body, str) else body
-            ctype = content_type or "text/html"
+            ctype = "text/html"
         else:
             raw = orjson.dumps(body)
-            ctype = content_type or "application/json; charset=UTF-8"
+            ctype = "application/json; charset=UTF-8"
         with self._lock:
-            self._behaviour.error = (status, raw, ctype)
+            self._behaviour.error = (status, raw, {"content-type": ctype, **(headers or {})})
 
     def misbehave(self, mode: str | None) -> None:
         """``reset`` the connection, answer ``malformed`` JSON, or ``hang`` without answering."""
@@ -176,7 +178,7 @@ class FakeGemini:
                     RecordedRequest(
                         method=request.method,
                         path=request.path,
-                        query=dict(request.query),
+                        query=tuple(request.query.items()),
                         headers={name.lower(): value for name, value in request.headers.items()},
                         body=body,
                     )
@@ -194,8 +196,8 @@ class FakeGemini:
                 transport.abort()
             raise asyncio.CancelledError
         if behaviour.error is not None:
-            status, payload, ctype = behaviour.error
-            return web.Response(status=status, body=payload, headers={"content-type": ctype})
+            status, payload, headers = behaviour.error
+            return web.Response(status=status, body=payload, headers=headers)
         if behaviour.mode == "malformed":
             return web.Response(body=b"<html>not json", content_type="application/json")
         path = request.path

@@ -8,6 +8,8 @@ is sent as ``x-goog-api-key``; nothing of the client's credentials is forwarded.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +21,7 @@ from localgate.errors import (
     LocalgateError,
     ServiceUnavailable,
     UpstreamBadResponse,
+    UpstreamCredentialsRejected,
     UpstreamError,
     UpstreamTimeout,
     UpstreamUnreachable,
@@ -29,7 +32,11 @@ from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
 
 __all__ = ["GeminiUpstream", "open_session"]
 
+logger = logging.getLogger("localgate")
+
 _MAX_ERROR_BODY = 1 << 20
+# Header values are passed on only if they are plain printable ASCII.
+_PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
 _MAX_EVENT_BYTES = 64 << 20
 # Response headers that describe the upstream hop, not the answer.
 _DROPPED_RESPONSE_HEADERS = frozenset(
@@ -150,8 +157,8 @@ class GeminiUpstream:
             raise self._translate(exc) from exc
         except ValueError as exc:
             raise UpstreamBadResponse(
-                f"The upstream '{self.name}' ({self.base_url}) sent a stream event that is "
-                "not valid JSON."
+                f"The upstream '{self.name}' ({self.base_url}) sent a stream that is not "
+                "Server-Sent Events of JSON."
             ) from exc
 
     async def _send(self, call: UpstreamCall, *, stream: bool) -> aiohttp.ClientResponse:
@@ -175,8 +182,10 @@ class GeminiUpstream:
             data = dump_json(call.body)
         url = f"{self.base_url}/{call.route.upstream_path}"
         try:
+            # Never follow redirects: a redirect would carry the Google key and the
+            # prompt to whatever host the Location header names.
             response = await self._session.request(
-                method, url, params=query, data=data, headers=headers
+                method, url, params=query, data=data, headers=headers, allow_redirects=False
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._translate(exc) from exc
@@ -186,6 +195,12 @@ class GeminiUpstream:
 
     async def _error(self, response: aiohttp.ClientResponse) -> LocalgateError:
         status = response.status
+        if 300 <= status < 400:
+            response.close()
+            return UpstreamBadResponse(
+                f"The upstream '{self.name}' ({self.base_url}) answered with a redirect "
+                f"(HTTP {status}); localgate does not follow redirects."
+            )
         try:
             raw = await response.content.read(_MAX_ERROR_BODY)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -203,6 +218,17 @@ class GeminiUpstream:
             if not isinstance(error.get("code"), int):
                 error["code"] = status
             error.setdefault("status", _CANONICAL.get(status, "UNKNOWN"))
+            if _rejects_gateway_key(status, error):
+                logger.error(
+                    "upstream '%s' rejected the gateway's API key: HTTP %d %s",
+                    self.name,
+                    status,
+                    error.get("status"),
+                )
+                return UpstreamCredentialsRejected(
+                    f"The upstream '{self.name}' rejected the gateway's own API key; the "
+                    "gateway operator must check GEMINI_API_KEY or upstream.api_key_file."
+                )
             return UpstreamError(status, body)
         return UpstreamError(
             status,
@@ -231,9 +257,21 @@ class GeminiUpstream:
         return UpstreamUnreachable(f"{where} is unreachable: the connection failed.")
 
 
+def _rejects_gateway_key(status: int, error: dict[str, Any]) -> bool:
+    if status == 401:
+        return True
+    details = error.get("details")
+    if status != 400 or not isinstance(details, list):
+        return False
+    return any(
+        isinstance(detail, dict) and detail.get("reason") in ("API_KEY_INVALID", "API_KEY_EXPIRED")
+        for detail in details
+    )
+
+
 def _passed_headers(response: aiohttp.ClientResponse) -> dict[str, str]:
     return {
         name.lower(): value
         for name, value in response.headers.items()
-        if name.lower() not in _DROPPED_RESPONSE_HEADERS
+        if name.lower() not in _DROPPED_RESPONSE_HEADERS and _PRINTABLE_ASCII.match(value)
     }
