@@ -20,7 +20,8 @@ from localgate.identity import SqliteKeyStore
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.pipeline import Pipeline
-from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits, NoRedaction
+from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits
+from localgate.redaction.stage import PolicyRedaction
 from localgate.requestid import RequestIdMiddleware
 from localgate.upstream import GeminiUpstream, Router
 from localgate.upstream.gemini import open_session
@@ -57,17 +58,18 @@ def create_app(settings: Settings) -> Starlette:
                 logger.warning("not ready to forward: %s", candidate.ready)
         for warning in _not_yet_in_effect(settings):
             logger.warning(warning)
+        metrics = GatewayMetrics()
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
-            redaction=NoRedaction(),
+            redaction=PolicyRedaction(settings, metrics),
             cache=NoCache(),
             audit=NoAudit(),
             router=router,
         )
         services = GatewayServices(
             pipeline=pipeline,
-            metrics=GatewayMetrics(),
+            metrics=metrics,
             access_log=access_log,
             max_body_bytes=settings.server.max_body_bytes,
         )

@@ -18,18 +18,31 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from localgate.errors import ConfigError
 from localgate.secret import Secret
 
 __all__ = [
+    "BUILTIN_TYPES",
+    "Action",
     "CacheSettings",
     "LoggingSettings",
+    "MaskSettings",
     "ProxySettings",
     "RedactionRule",
+    "RedactionSettings",
     "ServerSettings",
     "Settings",
+    "TenantRedactionSettings",
+    "TenantSettings",
     "UpstreamSettings",
     "load_settings",
 ]
@@ -86,18 +99,77 @@ class LoggingSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+Action = Literal["pseudonymize", "mask", "block", "allow"]
+BUILTIN_TYPES = (
+    "CN_MOBILE", "CN_LANDLINE", "CN_RESIDENT_ID", "CN_BANK_CARD", "CN_USCC", "CN_PASSPORT",
+    "CN_TRAVEL_PERMIT", "HK_ID", "TW_ID", "CN_LICENSE_PLATE", "EMAIL", "IPV4", "IPV6",
+    "CREDIT_CARD", "US_SSN", "IBAN", "API_SECRET", "PERSON", "CN_ADDRESS",
+)  # fmt: skip
+_TYPE_NAME = r"^[A-Z][A-Z0-9_]*$"
+
+
 class RedactionRule(_Section):
-    """A custom redaction rule from the configuration."""
+    """A custom redaction rule: an RE2 pattern, the type it reports, what to do with it."""
 
     pattern: str = Field(min_length=1)
+    type: str = Field("CUSTOM", pattern=_TYPE_NAME)
+    action: Action = "mask"
+    replacement: str | None = None
+    validator: Literal["luhn", "cn_resident_id", "uscc", "iban", "ipv4"] | None = None
+
+    @field_validator("pattern")
+    @classmethod
+    def _linear_time(cls, value: str) -> str:
+        from localgate.redaction.custom import compile_pattern
+
+        compile_pattern(value)
+        return value
+
+
+class MaskSettings(_Section):
+    """How ``mask`` replaces a value: a fixed text, or keep a few characters at each end."""
+
     replacement: str = "[REDACTED]"
-    type: str = Field("CUSTOM", pattern=r"^[A-Z][A-Z0-9_]*$")
+    keep_start: int = Field(0, ge=0)
+    keep_end: int = Field(0, ge=0)
+    fill: str = Field("*", min_length=1, max_length=1)
+
+
+class RedactionSettings(_Section):
+    """What happens to each type of personal data before a request leaves."""
+
+    enabled: bool = True
+    default_action: Action = "pseudonymize"
+    actions: dict[str, Action] = Field(default_factory=dict)
+    mask: MaskSettings = MaskSettings()
+    binary_data: Literal["block", "allow"] = "block"
+    detect_names: bool = True
+    min_score: float = Field(0.5, gt=0, le=1)
+
+
+class TenantRedactionSettings(_Section):
+    """A tenant's changes to the global redaction settings; unset fields inherit."""
+
+    enabled: bool | None = None
+    default_action: Action | None = None
+    actions: dict[str, Action] = Field(default_factory=dict)
+    mask: MaskSettings | None = None
+    binary_data: Literal["block", "allow"] | None = None
+    detect_names: bool | None = None
+    min_score: float | None = Field(None, gt=0, le=1)
+
+
+class TenantSettings(_Section):
+    """Per-tenant policy."""
+
+    redaction: TenantRedactionSettings = TenantRedactionSettings()
 
 
 class ProxySettings(_Section):
     """Data-localization policy of the proxy."""
 
     enable_audit: bool = True
+    redaction: RedactionSettings = RedactionSettings()
     redaction_rules: tuple[RedactionRule, ...] = ()
 
 
@@ -117,11 +189,41 @@ class Settings(_Section):
     upstream: UpstreamSettings = UpstreamSettings()
     logging: LoggingSettings = LoggingSettings()
     proxy: ProxySettings = ProxySettings()
+    tenants: dict[str, TenantSettings] = Field(default_factory=dict)
     cache: CacheSettings = CacheSettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    @model_validator(mode="after")
+    def _known_types(self) -> Settings:
+        known = set(BUILTIN_TYPES) | {rule.type for rule in self.proxy.redaction_rules}
+        places = [("proxy.redaction.actions", self.proxy.redaction.actions)] + [
+            (f"tenants.{name}.redaction.actions", tenant.redaction.actions)
+            for name, tenant in self.tenants.items()
+        ]
+        for where, actions in places:
+            for entity_type in actions:
+                if entity_type not in known:
+                    raise ValueError(
+                        f"{where}.{entity_type}: unknown type; known types are "
+                        + ", ".join(sorted(known))
+                    )
+        return self
+
+    def redaction_for(self, tenant: str) -> RedactionSettings:
+        """The global redaction settings with ``tenant``'s changes applied."""
+        base = self.proxy.redaction
+        tenant_settings = self.tenants.get(tenant)
+        if tenant_settings is None:
+            return base
+        changes = tenant_settings.redaction.model_dump(exclude_unset=True, exclude={"actions"})
+        changes = {name: value for name, value in changes.items() if value is not None}
+        if "mask" in changes:
+            changes["mask"] = tenant_settings.redaction.mask
+        changes["actions"] = {**base.actions, **tenant_settings.redaction.actions}
+        return base.model_copy(update=changes)
 
     @property
     def state_db_path(self) -> Path:
@@ -231,6 +333,8 @@ def _describe(error: Mapping[str, Any]) -> str:
         reason = template.format(**ctx)
     elif error["type"] == "value_error":
         reason = str(ctx.get("error", error["msg"]))
+        if not error["loc"] and ": " in reason:  # a whole-file check names its own field
+            where, reason = reason.split(": ", 1)
     else:
         reason = str(error["msg"])
         reason = reason[:1].lower() + reason[1:]

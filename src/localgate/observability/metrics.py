@@ -37,6 +37,23 @@ class GatewayMetrics:
             "Requests being processed now.",
             registry=self.registry,
         )
+        self.redaction_findings = Counter(
+            "localgate_redaction_findings",
+            "Personal data found in requests, by type and the action taken.",
+            ("type", "action"),
+            registry=self.registry,
+        )
+        self.redaction_seconds = Histogram(
+            "localgate_redaction_duration_seconds",
+            "Time the redaction stage spent on one request.",
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+            registry=self.registry,
+        )
+        self.restore_dangling = Counter(
+            "localgate_restore_dangling_fragments",
+            "Unfinished placeholder fragments emitted as they were at the end of a stream.",
+            registry=self.registry,
+        )
         self._models: set[str] = set()
 
     def observe(self, route: str, model: str | None, status: int, seconds: float) -> None:

@@ -66,6 +66,10 @@ class RequestContext:
     upstream: str | None = None
     usage: TokenUsage | None = None
     model_version: str | None = None
+    # Owned by the redaction stage: the request's placeholder table lives here and
+    # nowhere else, and dies with the request.
+    redaction: Any = None
+    redaction_summary: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def observe_answer(self, answer: Any) -> None:
         """Note usage and model version from a response or stream event (the last one wins)."""

@@ -75,16 +75,17 @@ class Pipeline:
     async def _unary_answer(
         self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
     ) -> UnaryReply:
-        reply.body = self.answer(ctx, reply.body)
+        reply.body = self.redaction.restore_answer(ctx, reply.body)
+        ctx.observe_answer(reply.body)
         await self.audit.record_answer(ctx, outcome)
         permit.release()
         return reply
 
-    def answer(self, ctx: RequestContext, answer: Any) -> Any:
-        """The response stages for one answer or stream event."""
-        answer = self.redaction.restore_answer(ctx, answer)
-        ctx.observe_answer(answer)
-        return answer
+    def stream_event(self, ctx: RequestContext, event: Any) -> Any:
+        """The response stages for one stream event."""
+        event = self.redaction.restore_event(ctx, event)
+        ctx.observe_answer(event)
+        return event
 
 
 class _AnswerStream:
@@ -106,7 +107,9 @@ class _AnswerStream:
     async def _events(self) -> AsyncIterator[Any]:
         try:
             async for event in self._upstream.events:
-                yield self._pipeline.answer(self._ctx, event)
+                yield self._pipeline.stream_event(self._ctx, event)
+            for event in self._pipeline.redaction.finish_stream(self._ctx):
+                yield event
         except LocalgateError:
             self._outcome = "upstream error"
             raise

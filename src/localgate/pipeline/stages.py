@@ -63,7 +63,15 @@ class RedactionStage(Protocol):
         ...
 
     def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
-        """Put the original values back into one response or stream event."""
+        """Put the original values back into a whole answer."""
+        ...
+
+    def restore_event(self, ctx: RequestContext, event: Any) -> Any:
+        """Put the original values back into one stream event (may hold back a tail)."""
+        ...
+
+    def finish_stream(self, ctx: RequestContext) -> list[Any]:
+        """Events for anything still held back when the stream ends."""
         ...
 
 
@@ -101,7 +109,7 @@ class NoLimits:
 
 
 class NoRedaction:
-    """Forwards text unchanged."""
+    """Forwards text unchanged (for tenants and tests that opt out)."""
 
     def redact_request(self, ctx: RequestContext) -> None:
         """Leaves ``ctx.body`` as it is."""
@@ -109,6 +117,14 @@ class NoRedaction:
     def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
         """Returns the answer as it is."""
         return answer
+
+    def restore_event(self, ctx: RequestContext, event: Any) -> Any:
+        """Returns the event as it is."""
+        return event
+
+    def finish_stream(self, ctx: RequestContext) -> list[Any]:
+        """Nothing is ever held back."""
+        return []
 
 
 class NoCache:

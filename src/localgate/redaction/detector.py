@@ -1,0 +1,65 @@
+"""The detector: every recognizer over one text, overlaps resolved, offsets in the original."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from localgate.redaction.findings import Finding
+from localgate.redaction.fold import fold
+from localgate.redaction.names import NameRecognizer
+from localgate.redaction.recognizers import builtin_recognizers
+
+__all__ = ["Detector", "Recognizer"]
+
+
+class Recognizer(Protocol):
+    """Anything that finds typed spans in (width-folded) text."""
+
+    def find(self, folded: str) -> Iterable[Finding]:
+        """Findings with offsets into ``folded`` (which are offsets into the original)."""
+        ...
+
+
+class Detector:
+    """Runs recognizers and keeps the best of overlapping findings."""
+
+    def __init__(self, recognizers: Sequence[Recognizer], min_score: float = 0.5) -> None:
+        self.recognizers = tuple(recognizers)
+        self.min_score = min_score
+
+    @classmethod
+    def builtin(
+        cls, *, names: bool = True, extra: Sequence[Recognizer] = (), min_score: float = 0.5
+    ) -> Detector:
+        """The built-in recognizers, optionally without PERSON/CN_ADDRESS, plus ``extra``."""
+        recognizers: list[Recognizer] = [*extra, *builtin_recognizers()]
+        if names:
+            recognizers.append(NameRecognizer())
+        return cls(recognizers, min_score)
+
+    def detect(self, text: str) -> list[Finding]:
+        """Non-overlapping findings in ``text``, in order of position."""
+        if not text:
+            return []
+        folded = fold(text)
+        found = [
+            finding
+            for recognizer in self.recognizers
+            for finding in recognizer.find(folded)
+            if finding.score >= self.min_score
+        ]
+        return _resolve(found)
+
+
+def _resolve(findings: list[Finding]) -> list[Finding]:
+    """Greedy choice: higher confidence first, then the longer span, then the earlier one."""
+    if len(findings) < 2:
+        return findings
+    findings.sort(key=lambda f: (-f.score, f.start - f.end, f.start))
+    kept: list[Finding] = []
+    for finding in findings:
+        if all(finding.end <= other.start or finding.start >= other.end for other in kept):
+            kept.append(finding)
+    kept.sort()
+    return kept

@@ -1,0 +1,89 @@
+"""One request's redaction: the policy applied to each text, findings counted, placeholders kept."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from localgate.config import Action, RedactionSettings
+from localgate.errors import InvalidArgument
+from localgate.redaction.detector import Detector
+from localgate.redaction.placeholders import Pseudonyms
+
+__all__ = ["PolicyBlocked", "RedactionSession"]
+
+
+class PolicyBlocked(InvalidArgument):
+    """A finding whose action is ``block``: the request is refused, nothing is forwarded."""
+
+
+class RedactionSession:
+    """Applies one tenant's policy to the texts of one request."""
+
+    def __init__(
+        self,
+        settings: RedactionSettings,
+        detector: Detector,
+        rule_actions: Mapping[str, Action] | None = None,
+        rule_replacements: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.detector = detector
+        self.pseudonyms = Pseudonyms()
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._rule_actions = rule_actions or {}
+        self._rule_replacements = rule_replacements or {}
+
+    def action_for(self, entity_type: str) -> Action:
+        """The tenant's action for a type, else the custom rule's own, else the default."""
+        action = self.settings.actions.get(entity_type) or self._rule_actions.get(entity_type)
+        return action or self.settings.default_action
+
+    def redact(self, text: str, where: str) -> str:
+        """``text`` with every finding replaced as the policy says; raise on ``block``."""
+        findings = self.detector.detect(text)
+        if not findings:
+            return text
+        pieces: list[str] = []
+        last = 0
+        for finding in findings:
+            action = self.action_for(finding.type)
+            self.counts[(finding.type, action)] += 1
+            if action == "allow":
+                continue
+            if action == "block":
+                raise PolicyBlocked(
+                    f"Request blocked by the data-localization policy: {finding.type} found in "
+                    f"{where}. Remove it and send the request again."
+                )
+            value = text[finding.start : finding.end]
+            if action == "pseudonymize":
+                replacement = self.pseudonyms.placeholder(finding.type, value)
+            else:
+                replacement = self._mask(finding.type, value)
+            pieces += (text[last : finding.start], replacement)
+            last = finding.end
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def refuse_binary(self, where: str, mime_type: str) -> None:
+        """Raise unless the policy lets content that cannot be scanned through."""
+        if self.settings.binary_data == "block":
+            raise PolicyBlocked(
+                f"Request blocked by the data-localization policy: {where} holds "
+                f"{mime_type or 'unscannable'} content, which localgate cannot check for "
+                "personal data. Send text instead, or ask the gateway operator to set "
+                "proxy.redaction.binary_data: allow for your tenant."
+            )
+
+    def _mask(self, entity_type: str, value: str) -> str:
+        rule_replacement = self._rule_replacements.get(entity_type)
+        mask = self.settings.mask
+        if rule_replacement is not None:
+            return rule_replacement
+        if mask.keep_start or mask.keep_end:
+            kept = mask.keep_start + mask.keep_end
+            if len(value) > kept:
+                end = len(value) - mask.keep_end
+                return value[: mask.keep_start] + mask.fill * (end - mask.keep_start) + value[end:]
+        return mask.replacement

@@ -1,0 +1,138 @@
+"""The redaction stage of the pipeline: tenant policy in, placeholders out and back."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from localgate.config import RedactionSettings, Settings
+from localgate.errors import LocalgateError
+from localgate.observability import GatewayMetrics
+from localgate.pipeline.context import RequestContext
+from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
+from localgate.redaction.custom import VALIDATORS, CustomRecognizer, compile_pattern
+from localgate.redaction.detector import Detector
+from localgate.redaction.request import redact_request_body
+from localgate.redaction.session import RedactionSession
+
+__all__ = ["PolicyRedaction", "RedactionFailed", "build_detector"]
+
+logger = logging.getLogger("localgate")
+
+
+class RedactionFailed(LocalgateError):
+    """The redactor itself failed: the request is refused, never forwarded unredacted."""
+
+
+def build_detector(settings: Settings, redaction: RedactionSettings) -> Detector:
+    """The detector for one policy: built-ins (names optional) plus the configured rules."""
+    custom = [
+        CustomRecognizer(
+            type=rule.type,
+            pattern=compile_pattern(rule.pattern),
+            validate=VALIDATORS[rule.validator] if rule.validator else None,
+        )
+        for rule in settings.proxy.redaction_rules
+    ]
+    return Detector.builtin(
+        names=redaction.detect_names, extra=custom, min_score=redaction.min_score
+    )
+
+
+class _State:
+    """What the stage keeps in a request's context."""
+
+    __slots__ = ("session", "stream")
+
+    def __init__(self, session: RedactionSession) -> None:
+        self.session = session
+        self.stream: StreamAnswerRestorer | None = None
+
+
+class PolicyRedaction:
+    """Redacts requests by each tenant's policy and restores placeholders in answers."""
+
+    def __init__(self, settings: Settings, metrics: GatewayMetrics) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._rule_actions = {rule.type: rule.action for rule in settings.proxy.redaction_rules}
+        self._rule_replacements = {
+            rule.type: rule.replacement
+            for rule in settings.proxy.redaction_rules
+            if rule.replacement is not None
+        }
+        self._detectors: dict[tuple[bool, float], Detector] = {}
+        self._policies: dict[str, RedactionSettings] = {}
+        # Built now, not on the first request: the first request should not pay for it.
+        self._detector(settings.proxy.redaction)
+
+    def redact_request(self, ctx: RequestContext) -> None:
+        """Rewrite ``ctx.body``; refuse (never forward) if anything goes wrong."""
+        if ctx.principal is None or ctx.route is None:
+            raise RedactionFailed("Redaction needs an authenticated request.")
+        policy = self._policy(ctx.principal.tenant)
+        if not policy.enabled:
+            return
+        started = time.perf_counter()
+        session = RedactionSession(
+            policy, self._detector(policy), self._rule_actions, self._rule_replacements
+        )
+        try:
+            ctx.body = redact_request_body(ctx.route.method, ctx.body, session)
+        except LocalgateError:
+            self._count(session)
+            raise
+        except Exception as exc:
+            logger.exception("redaction failed for request %s", ctx.request_id)
+            raise RedactionFailed(
+                f"Redaction failed inside localgate (request id {ctx.request_id}); the "
+                "request was refused and nothing was forwarded."
+            ) from exc
+        self._count(session)
+        self._metrics.redaction_seconds.observe(time.perf_counter() - started)
+        ctx.redaction = _State(session)
+        ctx.redaction_summary = dict(session.counts)
+
+    def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
+        """A whole answer with this request's placeholders replaced by the values."""
+        state = ctx.redaction
+        if not isinstance(state, _State):
+            return answer
+        return restore_answer(answer, state.session.pseudonyms)
+
+    def restore_event(self, ctx: RequestContext, event: Any) -> Any:
+        """One stream event, restored; a split placeholder waits for its other half."""
+        state = ctx.redaction
+        if not isinstance(state, _State):
+            return event
+        if state.stream is None:
+            state.stream = StreamAnswerRestorer(state.session.pseudonyms)
+        return state.stream.event(event)
+
+    def finish_stream(self, ctx: RequestContext) -> list[Any]:
+        """Events for text still held back when the upstream's stream ended."""
+        state = ctx.redaction
+        if not isinstance(state, _State) or state.stream is None:
+            return []
+        events = state.stream.finish()
+        if state.stream.dangling:
+            self._metrics.restore_dangling.inc(state.stream.dangling)
+        return events
+
+    def _policy(self, tenant: str) -> RedactionSettings:
+        policy = self._policies.get(tenant)
+        if policy is None:
+            policy = self._policies[tenant] = self._settings.redaction_for(tenant)
+        return policy
+
+    def _detector(self, policy: RedactionSettings) -> Detector:
+        key = (policy.detect_names, policy.min_score)
+        detector = self._detectors.get(key)
+        if detector is None:
+            detector = self._detectors[key] = build_detector(self._settings, policy)
+        return detector
+
+    def _count(self, session: RedactionSession) -> None:
+        for (entity_type, action), count in session.counts.items():
+            self._metrics.redaction_findings.labels(entity_type, action).inc(count)
