@@ -113,7 +113,7 @@ def test_feature_rich_request_passes_through_unchanged(
             role="user",
             parts=[
                 types.Part(text="Describe this"),
-                types.Part.from_bytes(data=b"plain \xfb notes".decode("latin-1").encode(), mime_type="text/plain"),
+                types.Part.from_bytes(data="notes ü".encode(), mime_type="text/plain"),
             ],
         )
     ]
