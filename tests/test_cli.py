@@ -88,3 +88,46 @@ def test_serve_refuses_a_bad_configuration(runner: CliRunner, tmp_path: Path) ->
 
     assert result.exit_code == 1
     assert "upstream.timeout_s: must be > 0" in result.output
+
+
+def test_redact_prints_the_redacted_text_and_findings_without_values(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["redact", "客户张伟，手机13812345678"])
+
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == "客户[PERSON_1]，手机[CN_MOBILE_1]"
+    assert "CN_MOBILE" in result.stderr
+    assert "7-18" in result.stderr
+    assert "13812345678" not in result.stderr
+
+
+def test_redact_applies_a_tenants_policy(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("tenants:\n  acme:\n    redaction:\n      actions: {API_SECRET: block}\n")
+
+    blocked = runner.invoke(
+        main, ["redact", "--config", str(config), "--tenant", "acme", "key AKIAIOSFODNN7EXAMPLE"]
+    )
+    default = runner.invoke(main, ["redact", "--config", str(config), "key AKIAIOSFODNN7EXAMPLE"])
+
+    assert blocked.exit_code == 2
+    assert "API_SECRET" in blocked.stderr
+    assert default.stdout.startswith("key [API_SECRET_1]")
+
+
+def test_detect_jsonl(runner: CliRunner) -> None:
+    lines = '{"id": "a", "text": "邮箱a@b.cn"}\n\n{"id": 2, "text": "nothing here"}\n'
+
+    result = runner.invoke(main, ["redact", "--detect-jsonl"], input=lines)
+
+    assert result.exit_code == 0
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"id": "a", "entities": [{"start": 2, "end": 8, "type": "EMAIL"}]},
+        {"id": 2, "entities": []},
+    ]
+
+
+def test_detect_jsonl_rejects_bad_lines(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["redact", "--detect-jsonl"], input="not json\n")
+
+    assert result.exit_code == 1
+    assert "line 1" in result.stderr

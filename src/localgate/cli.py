@@ -97,6 +97,70 @@ def check(config_path: Path | None) -> None:
         )
 
 
+@main.command()
+@_config_option
+@click.argument("text", required=False)
+@click.option(
+    "--tenant", default=None, help="Apply this tenant's policy (default: the global one)."
+)
+@click.option(
+    "--detect-jsonl",
+    is_flag=True,
+    help='Read {"id", "text"} JSON lines from stdin; write {"id", "entities"} lines.',
+)
+def redact(
+    config_path: Path | None, text: str | None, tenant: str | None, detect_jsonl: bool
+) -> None:
+    """Show what the gateway would send for TEXT, and what it found (types and positions)."""
+    from localgate.redaction.session import PolicyBlocked, RedactionSession
+    from localgate.redaction.stage import build_detector
+
+    settings, _ = _load(config_path)
+    policy = settings.redaction_for(tenant) if tenant else settings.proxy.redaction
+    detector = build_detector(settings, policy)
+    if detect_jsonl:
+        for number, line in enumerate(sys.stdin, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                record_id, record_text = record["id"], record["text"]
+            except (ValueError, KeyError, TypeError) as exc:
+                click.echo(f'localgate: line {number}: expected {{"id", "text"}} JSON', err=True)
+                raise SystemExit(1) from exc
+            entities = [
+                {"start": f.start, "end": f.end, "type": f.type}
+                for f in detector.detect(str(record_text))
+            ]
+            click.echo(json.dumps({"id": record_id, "entities": entities}, ensure_ascii=False))
+        return
+    if text is None:
+        text = sys.stdin.read()
+    session = RedactionSession(
+        policy,
+        detector,
+        {rule.type: rule.action for rule in settings.proxy.redaction_rules},
+        {
+            r.type: r.replacement
+            for r in settings.proxy.redaction_rules
+            if r.replacement is not None
+        },
+    )
+    findings = detector.detect(text)
+    try:
+        redacted = session.redact(text, "text")
+    except PolicyBlocked as exc:
+        click.echo(f"blocked: {exc.message}", err=True)
+        raise SystemExit(2) from exc
+    click.echo(redacted)
+    for finding in findings:
+        click.echo(
+            f"  {finding.type:<18} {finding.start:>6}-{finding.end:<6} "
+            f"{session.action_for(finding.type):<13} score {finding.score:.2f}",
+            err=True,
+        )
+
+
 @main.group()
 def keys() -> None:
     """Create, list and revoke tenant API keys."""

@@ -37,7 +37,13 @@ _COMPOUND_SURNAMES = frozenset(
 )  # fmt: skip
 _NAME_TAGS = frozenset({"nr", "nrfg", "nrt"})
 # Words jieba tags as names that are far more often ordinary words.
-_NOT_NAMES = frozenset({"高明", "金山", "武汉", "文明", "方便", "明白", "高兴", "安全", "常规"})
+_NOT_NAMES = frozenset(
+    {"高明", "金山", "武汉", "文明", "方便", "明白", "高兴", "安全", "常规", "谢谢", "于是", "万一",
+     "方向", "常常", "安静", "江湖", "包括", "成功", "成本", "成都", "程序", "龙头", "黄金", "白色"}
+)  # fmt: skip
+# jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说): a
+# three-character "name" ending in one of these is cut back to two characters.
+_GLUED = frozenset("住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫")
 
 _ADMIN_SUFFIXES = ("省", "市", "区", "县", "州", "自治区", "特别行政区", "新区", "盟", "旗")
 _PROVINCES = (
@@ -159,7 +165,11 @@ def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding
             if joined and (next_tag in _NAME_TAGS or next_tag in ("n", "ns", "nz")):
                 yield Finding(start, next_end, "PERSON", 0.85)
                 continue
-        if tag not in _NAME_TAGS or word in _NOT_NAMES or not 2 <= len(word) <= 4:
+        if tag not in _NAME_TAGS:
+            continue
+        if len(word) == 3 and word[-1] in _GLUED and word[:2] not in _COMPOUND_SURNAMES:
+            word, end = word[:2], end - 1
+        if word in _NOT_NAMES or not 2 <= len(word) <= 4 or len(set(word)) == 1:
             continue
         has_surname = word[:2] in _COMPOUND_SURNAMES or word[0] in _SURNAMES
         if has_surname and all("\u4e00" <= char <= "\u9fff" for char in word):

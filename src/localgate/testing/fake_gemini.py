@@ -44,6 +44,7 @@ class _Behaviour:
     stream_chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " fake"])
     stream_delay_s: float = 0.0
     stream_error_after: int | None = None  # break the stream after this many events
+    echo_chunk: int | None = None  # stream the request's last text back in pieces this long
     delay_s: float = 0.0
 
 
@@ -147,6 +148,11 @@ class FakeGemini:
             self._behaviour.stream_delay_s = delay_s
             self._behaviour.stream_error_after = error_after
 
+    def echo_stream(self, chunk_chars: int) -> None:
+        """Make streams send the request's last text back, ``chunk_chars`` characters an event."""
+        with self._lock:
+            self._behaviour.echo_chunk = chunk_chars
+
     def delay(self, seconds: float) -> None:
         """Wait this long before answering any request (a fixed upstream latency)."""
         with self._lock:
@@ -227,6 +233,10 @@ class FakeGemini:
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         chunks = behaviour.stream_chunks
+        if behaviour.echo_chunk:
+            text = _last_text(orjson.loads(await request.read() or b"null"))
+            size = behaviour.echo_chunk
+            chunks = [text[i : i + size] for i in range(0, len(text), size)] or [""]
         try:
             for index, text in enumerate(chunks):
                 if (

@@ -1,0 +1,116 @@
+"""Restoring answers: unary, streamed with split placeholders, function calls, thoughts."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
+from localgate.redaction.placeholders import Pseudonyms
+
+
+def table() -> Pseudonyms:
+    pseudonyms = Pseudonyms()
+    pseudonyms.placeholder("CN_MOBILE", "13812345678")
+    pseudonyms.placeholder("PERSON", "张伟")
+    return pseudonyms
+
+
+def event(*parts: dict[str, Any], finish: bool = False, index: int = 0) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": index}
+    if finish:
+        candidate["finishReason"] = "STOP"
+    return {"candidates": [candidate], "modelVersion": "m"}
+
+
+def texts(events: list[dict[str, Any]]) -> str:
+    return "".join(
+        part.get("text", "")
+        for e in events
+        for c in e.get("candidates", [])
+        for part in c.get("content", {}).get("parts", [])
+        if not part.get("thought")
+    )
+
+
+def test_unary_answer_text_and_function_call_args() -> None:
+    answer = {
+        "candidates": [
+            {
+                "content": {
+                    "parts": [
+                        {"text": "尊敬的[PERSON_1]，我们会致电[CN_MOBILE_1]。"},
+                        {
+                            "functionCall": {
+                                "name": "sms",
+                                "args": {"to": "[CN_MOBILE_1]", "n": [1]},
+                            }
+                        },
+                    ]
+                }
+            }
+        ]
+    }
+
+    restored = restore_answer(answer, table())
+
+    parts = restored["candidates"][0]["content"]["parts"]
+    assert parts[0]["text"] == "尊敬的张伟，我们会致电13812345678。"
+    assert parts[1]["functionCall"]["args"] == {"to": "13812345678", "n": [1]}
+
+
+def test_stream_split_placeholder_is_restored_in_the_later_event() -> None:
+    restorer = StreamAnswerRestorer(table())
+    wire = [
+        event({"text": "致电[CN_MO"}),
+        event({"text": "BILE_1]，"}),
+        event({"text": "谢谢[PER"}),
+        event({"text": "SON_1]"}, finish=True),
+    ]
+
+    out = [restorer.event(e) for e in wire] + restorer.finish()
+
+    assert [texts([e]) for e in out] == ["致电", "13812345678，", "谢谢", "张伟"]
+    assert restorer.dangling == 0
+
+
+def test_dangling_fragment_is_emitted_as_is_and_counted() -> None:
+    restorer = StreamAnswerRestorer(table())
+
+    first = restorer.event(event({"text": "号码是[CN_MOB"}))
+    last = restorer.event(event(finish=True))
+    tail = restorer.finish()
+
+    assert texts([first, last, *tail]) == "号码是[CN_MOB"
+    assert restorer.dangling == 1
+
+
+def test_stream_ending_without_finish_reason_flushes_in_an_extra_event() -> None:
+    restorer = StreamAnswerRestorer(table())
+
+    out = [restorer.event(event({"text": "x [PERSON"})), *restorer.finish()]
+
+    assert texts(out) == "x [PERSON"
+    assert len(out) == 2
+
+
+def test_thoughts_and_answer_text_are_restored_separately() -> None:
+    restorer = StreamAnswerRestorer(table())
+    wire = [
+        event({"text": "think [PER", "thought": True}, {"text": "answer [CN_"}),
+        event({"text": "SON_1]", "thought": True}, {"text": "MOBILE_1]"}, finish=True),
+    ]
+
+    out = [restorer.event(copy.deepcopy(e)) for e in wire] + restorer.finish()
+
+    thoughts = "".join(
+        p["text"] for e in out for p in e["candidates"][0]["content"]["parts"] if p.get("thought")
+    )
+    assert thoughts == "think 张伟"
+    assert texts(out) == "answer 13812345678"
+
+
+def test_nothing_to_do_without_placeholders() -> None:
+    original = event({"text": "[CN_MOBILE_1]"})
+
+    assert StreamAnswerRestorer(Pseudonyms()).event(copy.deepcopy(original)) == original

@@ -1,0 +1,104 @@
+"""Detection on the text users send: Chinese text traps, look-alikes, offsets."""
+
+from __future__ import annotations
+
+import pytest
+
+from localgate.redaction.detector import Detector
+
+
+@pytest.fixture(scope="module")
+def detector() -> Detector:
+    return Detector.builtin()
+
+
+def found(detector: Detector, text: str) -> list[tuple[str, str]]:
+    return [(text[f.start : f.end], f.type) for f in detector.detect(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("手机号13812345678请回电", [("13812345678", "CN_MOBILE")]),
+        ("电话：+86 138-1234-5678。", [("+86 138-1234-5678", "CN_MOBILE")]),
+        ("邮箱zhangsan@example.com谢谢", [("zhangsan@example.com", "EMAIL")]),
+        ("身份证号11010519491231002X", [("11010519491231002X", "CN_RESIDENT_ID")]),
+        ("卡号6222021234567890128", [("6222021234567890128", "CN_BANK_CARD")]),
+        ("座机(010)62345678-123", [("(010)62345678-123", "CN_LANDLINE")]),
+        (
+            "车牌粤B12345和新能源京AD12345",
+            [("粤B12345", "CN_LICENSE_PLATE"), ("京AD12345", "CN_LICENSE_PLATE")],
+        ),
+        ("统一社会信用代码91350100M000100Y43", [("91350100M000100Y43", "CN_USCC")]),
+        ("护照号码E12345678", [("E12345678", "CN_PASSPORT")]),
+        ("港澳通行证C12345678", [("C12345678", "CN_TRAVEL_PERMIT")]),
+        ("HKID C668668(9) and TW A123456789", [("C668668(9)", "HK_ID"), ("A123456789", "TW_ID")]),
+        (
+            "card 4111-1111-1111-1111 ssn 123-45-6789",
+            [("4111-1111-1111-1111", "CREDIT_CARD"), ("123-45-6789", "US_SSN")],
+        ),
+        ("IBAN GB82WEST12345698765432.", [("GB82WEST12345698765432", "IBAN")]),
+        (
+            "server 10.1.2.3 and 2001:db8::8a2e:370:7334",
+            [("10.1.2.3", "IPV4"), ("2001:db8::8a2e:370:7334", "IPV6")],
+        ),
+        ("key=AKIAIOSFODNN7EXAMPLE", [("AKIAIOSFODNN7EXAMPLE", "API_SECRET")]),
+        (
+            "token sk-proj-abc123def456ghi789jkl0",
+            [("sk-proj-abc123def456ghi789jkl0", "API_SECRET")],
+        ),
+    ],
+)
+def test_finds(detector: Detector, text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(detector, text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "订单号20240315138123456789已发货",  # a phone-shaped run inside an order number
+        "金额13812345678.00元",  # an amount
+        "时间戳1710489600123",  # milliseconds since the epoch
+        "提交 3f786850e387550fdab836ed7e6dc881de23001b",  # a git hash
+        "版本v1.2.3.4发布",  # a version string
+        "运单号 SF1234567890123 已签收",  # a tracking number
+        "编号110105194912310021",  # an ID-shaped number with a wrong check digit
+        "流水号6222021234567890129",  # card-shaped, fails Luhn
+        "task-queue-worker-0123456789abcdefghij",  # contains "sk-" but is not a key
+        "room 1203, floor 12, 2024-03-15 13:45:00",
+        "uuid 123e4567-e89b-12d3-a456-426614174000",
+    ],
+)
+def test_hard_negatives(detector: Detector, text: str) -> None:
+    assert [t for t in found(detector, text) if t[1] not in ("PERSON", "CN_ADDRESS")] == []
+
+
+def test_full_width_digits_are_found_at_their_original_offsets(detector: Detector) -> None:
+    text = "手机：１３８１２３４５６７８，谢谢"
+
+    findings = detector.detect(text)
+
+    assert [(text[f.start : f.end], f.type) for f in findings] == [
+        ("１３８１２３４５６７８", "CN_MOBILE")
+    ]
+
+
+def test_names_and_addresses(detector: Detector) -> None:
+    text = "客户张伟住在北京市朝阳区建国路88号1202室，联系人欧阳娜娜。Dear Mr. John Smith,"
+
+    assert found(detector, text) == [
+        ("张伟", "PERSON"),
+        ("北京市朝阳区建国路88号1202室", "CN_ADDRESS"),
+        ("欧阳娜娜", "PERSON"),
+        ("John Smith", "PERSON"),
+    ]
+
+
+def test_common_words_are_not_names(detector: Detector) -> None:
+    assert found(detector, "高明的做法是先处理订单，北京市的天气很好") == []
+
+
+def test_patterns_only_detector_skips_names() -> None:
+    text = "客户张伟，手机13812345678"
+
+    assert found(Detector.builtin(names=False), text) == [("13812345678", "CN_MOBILE")]
