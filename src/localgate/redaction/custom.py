@@ -15,6 +15,7 @@ import re2
 
 from localgate.redaction import validators
 from localgate.redaction.findings import Finding
+from localgate.redaction.recognizers import Scan
 
 __all__ = ["VALIDATORS", "CustomRecognizer", "compile_pattern"]
 
@@ -50,9 +51,9 @@ class CustomRecognizer:
     pattern: Any
     validate: Callable[[str], bool] | None = None
 
-    def find(self, folded: str) -> Iterator[Finding]:
+    def find(self, scan: Scan) -> Iterator[Finding]:
         """Findings of this rule; a configured rule outranks the built-in recognizers."""
-        for match in self.pattern.finditer(folded):
+        for match in self.pattern.finditer(scan.folded):
             if match.end() == match.start():
                 continue
             if self.validate is not None and not self.validate(match.group()):

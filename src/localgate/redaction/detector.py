@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
 from localgate.redaction.names import NameRecognizer
-from localgate.redaction.recognizers import builtin_recognizers
+from localgate.redaction.recognizers import Scan, builtin_recognizers
 
 __all__ = ["Detector", "Recognizer"]
 
 
 class Recognizer(Protocol):
-    """Anything that finds typed spans in (width-folded) text."""
+    """Anything that finds typed spans in a prepared text."""
 
-    def find(self, folded: str) -> Iterable[Finding]:
-        """Findings with offsets into ``folded`` (which are offsets into the original)."""
+    def find(self, scan: Scan) -> Iterable[Finding]:
+        """Findings with offsets into ``scan.folded`` (which are offsets into the original)."""
         ...
 
 
@@ -42,11 +43,11 @@ class Detector:
         """Non-overlapping findings in ``text``, in order of position."""
         if not text:
             return []
-        folded = fold(text)
+        scan = Scan.of(fold(text))
         found = [
             finding
             for recognizer in self.recognizers
-            for finding in recognizer.find(folded)
+            for finding in recognizer.find(scan)
             if finding.score >= self.min_score
         ]
         return _resolve(found)
@@ -57,9 +58,16 @@ def _resolve(findings: list[Finding]) -> list[Finding]:
     if len(findings) < 2:
         return findings
     findings.sort(key=lambda f: (-f.score, f.start - f.end, f.start))
+    # Kept spans never overlap, so sorted by start they are sorted by end too: a new span
+    # can only collide with its two neighbours in that order.
+    starts: list[int] = []
     kept: list[Finding] = []
     for finding in findings:
-        if all(finding.end <= other.start or finding.start >= other.end for other in kept):
-            kept.append(finding)
-    kept.sort()
+        at = bisect.bisect_left(starts, finding.start)
+        if at > 0 and kept[at - 1].end > finding.start:
+            continue
+        if at < len(kept) and kept[at].start < finding.end:
+            continue
+        starts.insert(at, finding.start)
+        kept.insert(at, finding)
     return kept

@@ -9,6 +9,7 @@ as they are.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
 
@@ -26,8 +27,14 @@ def _table() -> dict[int, int]:
     return table
 
 
+# The full-width characters that can change what is detected: digits, letters, and the
+# joiners of identifiers. Chinese punctuation (，。：) cannot, so text with only those is
+# not rewritten — the common case, and the expensive one.
+_MATTERS = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\uff20\uff0b\uff0d\uff0e\u3000]")
+
+
 def fold(text: str) -> str:
     """``text`` with every character replaced by its single-character NFKC form, if any."""
-    if text.isascii():
+    if text.isascii() or not _MATTERS.search(text):
         return text
     return text.translate(_table())

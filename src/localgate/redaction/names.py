@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from functools import cache
 
 from localgate.redaction.findings import Finding
+from localgate.redaction.recognizers import Scan
 
 __all__ = ["NameRecognizer"]
 
@@ -83,33 +84,23 @@ _EN_FIRST_NAMES = (
     "Marco|Luca|Giulia|Sofia|Carlos|Juan|Jose|Ana|Lucia|Ahmed|Mohammed|Fatima|Yuki|Hiroshi|Kenji"
 )
 _CAP = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
-_EN_PERSON = (
-    # Title + name: the span is the name only.
-    re.compile(
-        r"(?:\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?\s+)("
-        + _CAP
-        + r"(?:\s+"
-        + _CAP
-        + r"){0,2})\b"
-    ),
-    # Cue word + two or three capitalised words.
-    re.compile(
-        r"(?i:\b(?:name|customer|patient|client|employee|contact|dear|signed|attn|applicant|"
-        r"cardholder|insured|tenant|guest|passenger|user)\b)[\s:,-]+("
-        + _CAP
-        + r"(?:\s+"
-        + _CAP
-        + r"){1,2})\b"
-    ),
-    # A common first name followed by a capitalised surname.
-    re.compile(r"\b((?:" + _EN_FIRST_NAMES + r")\s+" + _CAP + r")\b"),
+# One to three capitalised words: the candidates for an English name.
+_EN_CANDIDATE = re.compile(
+    r"[A-Z](?<![A-Za-z][A-Z])[a-z]+(?:[-'][A-Z][a-z]+)?(?:[ ]" + _CAP + r"){0,2}\b"
 )
+_TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?\s+$")
+_CUE_BEFORE = re.compile(
+    r"\b(?:name|customer|patient|client|employee|contact|dear|signed|attn|applicant|"
+    r"cardholder|insured|tenant|guest|passenger|user)\b[\s:,-]+$"
+)
+_FIRST_NAMES = frozenset(_EN_FIRST_NAMES.split("|"))
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam", "Dear"})
 _EN_NOT_SURNAMES = frozenset(
     {"Street", "Road", "Avenue", "Lane", "Drive", "Team", "Support", "Inc", "Ltd", "Corp", "Monday",
      "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "The", "And", "From"}
 )  # fmt: skip
 _EN_ADDRESS = re.compile(
-    r"\b\d{1,6}\s+(?:[A-Z][A-Za-z]+\s+){1,4}"
+    r"[0-9](?<![0-9A-Za-z][0-9])[0-9]{0,5}\s+(?:[A-Z][A-Za-z]+\s+){1,4}"
     r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Parkway|Pkwy|"
     r"Place|Pl|Square|Sq|Terrace|Highway|Hwy|Circle|Trail)\b\.?"
     r"(?:,?\s+(?:Suite|Ste|Apt|Unit|Floor|Fl|#)\.?\s*[A-Za-z0-9-]+)?"
@@ -121,8 +112,9 @@ _EN_ADDRESS = re.compile(
 class NameRecognizer:
     """Finds PERSON and CN_ADDRESS spans."""
 
-    def find(self, text: str) -> Iterator[Finding]:
-        """Names and addresses in ``text``."""
+    def find(self, scan: Scan) -> Iterator[Finding]:
+        """Names and addresses in the text."""
+        text = scan.folded
         if _CJK.search(text):
             yield from _chinese(text)
         if re.search(r"[A-Z][a-z]", text):
@@ -138,10 +130,17 @@ def _tagger() -> object:
 
 def _tokens(text: str) -> list[tuple[int, int, str, str]]:
     """(start, end, word, tag) for every jieba token, with offsets into ``text``."""
-    rjieba = _tagger()
+    tagged: list[tuple[str, str]] = _tagger().tag(text)  # type: ignore[attr-defined]
     tokens = []
     position = 0
-    for word, tag in rjieba.tag(text):  # type: ignore[attr-defined]
+    if sum(len(word) for word, _ in tagged) == len(text):
+        # The usual case: the words are the text, cut into pieces.
+        for word, tag in tagged:
+            end = position + len(word)
+            tokens.append((position, end, word, tag))
+            position = end
+        return tokens
+    for word, tag in tagged:
         start = text.find(word, position)
         if start < 0:  # the tagger changed the text somehow; resynchronise on the next word
             continue
@@ -209,12 +208,20 @@ def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Find
 
 
 def _english(text: str) -> Iterator[Finding]:
-    for pattern in _EN_PERSON:
-        for match in pattern.finditer(text):
-            name = match.group(1)
-            words = name.split()
-            if words[-1] in _EN_NOT_SURNAMES or words[0] in _EN_NOT_SURNAMES:
-                continue
-            yield Finding(match.start(1), match.end(1), "PERSON", 0.8)
+    for match in _EN_CANDIDATE.finditer(text):
+        words = match.group().split(" ")
+        while words and words[-1] in _EN_NOT_SURNAMES:
+            words.pop()
+        if not words or words[0] in _EN_NOT_SURNAMES or words[0] in _TITLES:
+            continue
+        before = text[max(0, match.start() - 16) : match.start()]
+        # A title vouches even for one word ("Mr. Smith"); otherwise two or more words,
+        # the first a common first name or right after a cue word ("customer: …").
+        titled = _TITLE_BEFORE.search(before) is not None
+        named = words[0] in _FIRST_NAMES or _CUE_BEFORE.search(before.lower()) is not None
+        if not titled and (len(words) < 2 or not named):
+            continue
+        end = match.start() + len(" ".join(words))
+        yield Finding(match.start(), end, "PERSON", 0.8)
     for match in _EN_ADDRESS.finditer(text):
         yield Finding(match.start(), match.end(), "CN_ADDRESS", 0.85)

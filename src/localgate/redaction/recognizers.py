@@ -15,12 +15,49 @@ from dataclasses import dataclass
 from localgate.redaction import validators
 from localgate.redaction.findings import Finding
 
-__all__ = ["PatternRecognizer", "builtin_recognizers"]
+__all__ = ["PatternRecognizer", "Scan", "builtin_recognizers"]
 
 # How far before (and after) a match a context word is looked for, in characters.
 _CONTEXT_WINDOW = 24
 _B = r"(?<![0-9A-Za-z])"  # nothing alphanumeric just before
 _E = r"(?![0-9A-Za-z])"  # nothing alphanumeric just after
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One text prepared for the recognizers.
+
+    ``windows`` are the stretches around every digit and ``@`` (padded, and widened to
+    whole tokens), where every identifier that contains one must lie; recognizers of
+    such identifiers search only there, instead of the whole text each.
+    """
+
+    folded: str
+    windows: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, folded: str) -> Scan:
+        """Find the windows of ``folded``."""
+        windows: list[tuple[int, int]] = []
+        length = len(folded)
+        for anchor in _ANCHOR.finditer(folded):
+            low = max(0, anchor.start() - _PAD)
+            high = min(length, anchor.end() + _PAD)
+            if windows and low <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], high)
+            else:
+                windows.append((low, high))
+        widened = []
+        for low, high in windows:
+            tail = _TOKEN_TAIL.match(folded, high)
+            widened.append((low, tail.end() if tail else high))
+        return cls(folded, tuple(widened))
+
+
+# Identifiers with a digit or "@" are at most this long on either side of one.
+_PAD = 96
+_ANCHOR = re.compile(r"[0-9@]+")
+_TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,19 +70,30 @@ class PatternRecognizer:
     score: float = 0.85
     context: tuple[str, ...] = ()
     requires_context: bool = False
+    # Identifiers without a digit or "@" are searched in the whole text.
+    anchored: bool = True
+    # Skip the search unless one of these substrings occurs (cheap, exact).
+    needs: tuple[str, ...] = ()
 
-    def find(self, folded: str) -> Iterator[Finding]:
-        """Findings of this type in width-folded text."""
-        lowered: str | None = None
-        for match in self.pattern.finditer(folded):
+    def find(self, scan: Scan) -> Iterator[Finding]:
+        """Findings of this type."""
+        folded = scan.folded
+        if self.needs and not any(needle in folded for needle in self.needs):
+            return
+        if self.anchored:
+            for low, high in scan.windows:
+                yield from self._matches(folded, self.pattern.finditer(folded, low, high))
+        else:
+            yield from self._matches(folded, self.pattern.finditer(folded))
+
+    def _matches(self, folded: str, matches: Iterator[re.Match[str]]) -> Iterator[Finding]:
+        for match in matches:
             value = match.group()
             if self.validate is not None and not self.validate(value):
                 continue
             score = self.score
             if self.context:
-                if lowered is None:
-                    lowered = folded.lower()
-                near = _has_context(lowered, match.start(), match.end(), self.context)
+                near = _has_context(folded, match.start(), match.end(), self.context)
                 if self.requires_context and not near:
                     continue
                 if near:
@@ -53,9 +101,9 @@ class PatternRecognizer:
             yield Finding(match.start(), match.end(), self.type, score)
 
 
-def _has_context(lowered: str, start: int, end: int, words: tuple[str, ...]) -> bool:
-    before = lowered[max(0, start - _CONTEXT_WINDOW) : start]
-    after = lowered[end : end + 8]
+def _has_context(folded: str, start: int, end: int, words: tuple[str, ...]) -> bool:
+    before = folded[max(0, start - _CONTEXT_WINDOW) : start].lower()
+    after = folded[end : end + 8].lower()
     return any(word in before or word in after for word in words)
 
 
@@ -95,6 +143,10 @@ def _secret(value: str) -> bool:
     return True
 
 
+_SECRET_PREFIXES = (
+    "AKIA", "ASIA", "AIza", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+    "xox", "eyJ", "-----BEGIN",
+)  # fmt: skip
 _CARD_CONTEXT = ("卡号", "银行卡", "信用卡", "借记卡", "储蓄卡", "card", "账号", "帐号")
 _ID_CONTEXT = ("身份证", "证件号", "公民身份", "id card", "id no", "identity")
 _PHONE_CONTEXT = ("电话", "座机", "固话", "手机", "联系方式", "tel", "phone", "fax", "传真")
@@ -102,9 +154,9 @@ _PASSPORT_CONTEXT = ("护照", "passport")
 _PERMIT_CONTEXT = ("通行证", "回乡证", "台胞证", "往来", "permit")
 
 _CARD_SHAPES = (
-    r"\d{13,19}"  # contiguous
-    r"|\d{4}(?:[- ]\d{4}){2,3}(?:[- ]\d{1,4})?"  # groups of four
-    r"|\d{4}[- ]\d{6}[- ]\d{4,5}"  # Amex / Diners 4-6-5
+    r"[0-9]{13,19}"  # contiguous
+    r"|[0-9]{4}(?:[- ][0-9]{4}){2,3}(?:[- ][0-9]{1,4})?"  # groups of four
+    r"|[0-9]{4}[- ][0-9]{6}[- ][0-9]{4,5}"  # Amex / Diners 4-6-5
 )
 
 
@@ -116,9 +168,9 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             "CN_MOBILE",
             c(
                 _B
-                + r"(?<!\+)(?:(?:\+|00)86[- ]?|86[- ])?1[3-9]\d[- ]?\d{4}[- ]?\d{4}"
+                + r"(?<!\+)(?:(?:\+|00)86[- ]?|86[- ])?1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}"
                 + _E
-                + r"(?!\.\d)"
+                + r"(?!\.[0-9])"
             ),
             _mobile,
             score=0.85,
@@ -127,42 +179,44 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
         PatternRecognizer(
             "CN_LANDLINE",
             c(
-                _B + r"(?:\(0(?:10|2\d|[3-9]\d{2})\)[- ]?|0(?:10|2\d|[3-9]\d{2})[- ]"
-                r"|(?:\+|00)86[- ]?(?:10|2\d|[3-9]\d{2})[- ]?)[2-9]\d{6,7}(?:-\d{1,5})?" + _E
+                _B
+                + r"(?:[(（]0(?:10|2[0-9]|[3-9][0-9]{2})[)）][- ]?|0(?:10|2[0-9]|[3-9][0-9]{2})[- ]"
+                r"|(?:\+|00)86[- ]?(?:10|2[0-9]|[3-9][0-9]{2})[- ]?)[2-9][0-9]{6,7}(?:-[0-9]{1,5})?"
+                + _E
             ),
             score=0.8,
             context=_PHONE_CONTEXT,
         ),
         PatternRecognizer(
             "CN_LANDLINE",
-            c(_B + r"0(?:10|2\d|[3-9]\d{2})[2-9]\d{6,7}" + _E),
+            c(_B + r"0(?:10|2[0-9]|[3-9][0-9]{2})[2-9][0-9]{6,7}" + _E),
             context=_PHONE_CONTEXT,
             requires_context=True,
         ),
         PatternRecognizer(
             "CN_RESIDENT_ID",
-            c(_B + r"\d{17}[\dXx]" + _E),
+            c(_B + r"[0-9]{17}[0-9Xx]" + _E),
             validators.cn_resident_id,
             score=0.95,
             context=_ID_CONTEXT,
         ),
         PatternRecognizer(
             "CN_RESIDENT_ID",
-            c(_B + r"\d{15}" + _E),
+            c(_B + r"[0-9]{15}" + _E),
             validators.cn_resident_id_15,
             context=_ID_CONTEXT,
             requires_context=True,
         ),
         PatternRecognizer(
             "CN_BANK_CARD",
-            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.\d)"),
+            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.[0-9])"),
             _bank_card,
             score=0.9,
             context=_CARD_CONTEXT,
         ),
         PatternRecognizer(
             "CN_BANK_CARD",
-            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.\d)"),
+            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.[0-9])"),
             _bank_card_by_context,
             score=0.6,
             context=_CARD_CONTEXT[:5],
@@ -170,46 +224,46 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
         ),
         PatternRecognizer(
             "CREDIT_CARD",
-            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.\d)"),
+            c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.[0-9])"),
             _credit_card,
             score=0.9,
             context=_CARD_CONTEXT,
         ),
         PatternRecognizer(
             "CN_USCC",
-            c(_B + r"[0-9A-HJ-NPQRTUWXY]{2}\d{6}[0-9A-HJ-NPQRTUWXY]{10}" + _E),
+            c(_B + r"[0-9A-HJ-NPQRTUWXY]{2}[0-9]{6}[0-9A-HJ-NPQRTUWXY]{10}" + _E),
             validators.uscc,
             score=0.95,
             context=("统一社会信用代码", "信用代码", "税号", "credit code"),
         ),
         PatternRecognizer(
             "CN_PASSPORT",
-            c(_B + r"E(?:\d{8}|[A-HJ-NP-Z]\d{7})" + _E),
+            c(_B + r"E(?:[0-9]{8}|[A-HJ-NP-Z][0-9]{7})" + _E),
             score=0.7,
             context=_PASSPORT_CONTEXT,
         ),
         PatternRecognizer(
             "CN_PASSPORT",
-            c(_B + r"[GDSP]\d{7,8}" + _E),
+            c(_B + r"[GDSP][0-9]{7,8}" + _E),
             context=_PASSPORT_CONTEXT,
             requires_context=True,
         ),
         PatternRecognizer(
             "CN_TRAVEL_PERMIT",
-            c(_B + r"(?:[HM]\d{8}(?:\d{2})?|C[A-Z0-9]\d{7}|\d{8})" + _E),
+            c(_B + r"(?:[HM][0-9]{8}(?:[0-9]{2})?|C[A-Z0-9][0-9]{7}|[0-9]{8})" + _E),
             context=_PERMIT_CONTEXT,
             requires_context=True,
         ),
         PatternRecognizer(
             "HK_ID",
-            c(_B + r"[A-Z]{1,2}\d{6}(?:\([0-9A]\)|[0-9A])" + _E),
+            c(_B + r"[A-Z]{1,2}[0-9]{6}(?:\([0-9A]\)|[0-9A])" + _E),
             validators.hk_id,
             score=0.85,
             context=("香港身份证", "hkid", "身份证"),
         ),
         PatternRecognizer(
             "TW_ID",
-            c(_B + r"[A-Z][12]\d{8}" + _E),
+            c(_B + r"[A-Z][12][0-9]{8}" + _E),
             validators.taiwan_id,
             score=0.85,
             context=("身分證", "身份证", "台湾"),
@@ -218,12 +272,13 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             "CN_LICENSE_PLATE",
             c(
                 r"[京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘晋蒙陕吉闽贵粤青藏川宁琼]"
-                r"[A-HJ-NP-Z][·• ]?(?:[DF][A-HJ-NP-Z0-9]\d{4}|\d{5}[DF]"
+                r"[A-HJ-NP-Z][·• ]?(?:[DF][A-HJ-NP-Z0-9][0-9]{4}|[0-9]{5}[DF]"
                 r"|[A-HJ-NP-Z0-9]{4}[A-HJ-NP-Z0-9挂学警港澳])" + _E
             ),
             _plate,
             score=0.85,
             context=("车牌", "牌照", "号牌", "plate"),
+            anchored=False,
         ),
         PatternRecognizer(
             "EMAIL",
@@ -232,10 +287,11 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
                 r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
             ),
             score=0.95,
+            needs=("@",),
         ),
         PatternRecognizer(
             "IPV4",
-            c(r"(?<![0-9.])(?<![vV])(?:\d{1,3}\.){3}\d{1,3}(?![0-9]|\.\d)"),
+            c(r"(?<![0-9.])(?<![vV])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9]|\.[0-9])"),
             validators.ipv4,
             score=0.8,
         ),
@@ -244,17 +300,19 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             c(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])"),
             validators.ipv6,
             score=0.8,
+            anchored=False,
+            needs=(":",),
         ),
         PatternRecognizer(
             "US_SSN",
-            c(_B + r"(?<!-)\d{3}-\d{2}-\d{4}(?!-)" + _E),
+            c(_B + r"(?<!-)[0-9]{3}-[0-9]{2}-[0-9]{4}(?!-)" + _E),
             validators.us_ssn,
             score=0.7,
             context=("ssn", "social security"),
         ),
         PatternRecognizer(
             "IBAN",
-            c(_B + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
+            c(_B + r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
             validators.iban,
             score=0.95,
         ),
@@ -264,7 +322,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
                 r"(?<![A-Za-z0-9_-])(?:"
                 r"(?:AKIA|ASIA)[A-Z0-9]{16}"
                 r"|AIza[0-9A-Za-z_-]{35}"
-                r"|sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,}"
+                r"|sk-(?:proj-|ant-(?:api[0-9][0-9]-)?)?[A-Za-z0-9_-]{20,}"
                 r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,}"
                 r"|xox[abposr]-[A-Za-z0-9-]{10,}"
                 r"|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}"
@@ -274,5 +332,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             ),
             _secret,
             score=0.95,
+            anchored=False,
+            needs=_SECRET_PREFIXES,
         ),
     )
