@@ -145,6 +145,7 @@ class RedactionSettings(_Section):
     binary_data: Literal["block", "allow"] = "block"
     detect_names: bool = True
     min_score: float = Field(0.5, gt=0, le=1)
+    scan_answers: bool = False
 
 
 class TenantRedactionSettings(_Section):
@@ -157,6 +158,7 @@ class TenantRedactionSettings(_Section):
     binary_data: Literal["block", "allow"] | None = None
     detect_names: bool | None = None
     min_score: float | None = Field(None, gt=0, le=1)
+    scan_answers: bool | None = None
 
 
 class TenantSettings(_Section):

@@ -258,3 +258,26 @@ def test_text_attachments_are_scanned(client: genai.Client, upstream: FakeGemini
     decoded = base64.b64decode(part["inlineData"]["data"]).decode()
     assert "13912345678" not in decoded
     assert "[CN_MOBILE_1]" in decoded
+
+
+def test_tenant_can_have_answers_scanned(tmp_path: Path, upstream: FakeGemini) -> None:
+    config = "tenants:\n  acme:\n    redaction:\n      scan_answers: true\n"
+    upstream.stream(["您的号码[CN_MOBILE_1]已登记，", "客服电话139", "12345678。"])
+    body = {"contents": [{"parts": [{"text": "登记13812345678"}]}]}
+
+    with (
+        run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway,
+        gateway.client() as http,
+    ):
+        response = http.post(
+            STREAM, json=body, params={"alt": "sse"}, headers={"x-goog-api-key": gateway.key}
+        )
+        metrics = http.get("/metrics").text
+
+    events = [json.loads(line[6:]) for line in response.text.split("\r\n\r\n") if line]
+    text = "".join(p["text"] for e in events for p in e["candidates"][0]["content"]["parts"])
+    assert text == "您的号码13812345678已登记，客服电话[REDACTED]。"
+    assert (
+        'localgate_redaction_findings_total{action="mask_in_answer",type="CN_MOBILE"} 1.0'
+        in metrics
+    )

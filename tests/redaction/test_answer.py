@@ -5,8 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from localgate.config import RedactionSettings
 from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
+from localgate.redaction.detector import Detector
 from localgate.redaction.placeholders import Pseudonyms
+from localgate.redaction.session import RedactionSession
 
 
 def table() -> Pseudonyms:
@@ -114,3 +117,41 @@ def test_nothing_to_do_without_placeholders() -> None:
     original = event({"text": "[CN_MOBILE_1]"})
 
     assert StreamAnswerRestorer(Pseudonyms()).event(copy.deepcopy(original)) == original
+
+
+# -- scanning answers for personal data that did not come from the request -------------
+
+
+def scanning_session() -> RedactionSession:
+    session = RedactionSession(
+        RedactionSettings(scan_answers=True, actions={"IPV4": "allow"}), Detector.builtin()
+    )
+    session.redact("请回电13812345678", "contents[0].parts[0].text")
+    return session
+
+
+def test_unary_answer_new_values_are_masked_request_values_restored() -> None:
+    session = scanning_session()
+    answer = event({"text": "已致电[CN_MOBILE_1]，另请联系13912345678或a@b.cn，服务器10.0.0.1"})
+
+    restored = restore_answer(answer, session.pseudonyms, session)
+
+    assert texts([restored]) == "已致电13812345678，另请联系[REDACTED]或[REDACTED]，服务器10.0.0.1"
+    assert session.answer_counts == {"CN_MOBILE": 1, "EMAIL": 1}
+
+
+def test_stream_new_value_split_across_events_is_masked() -> None:
+    session = scanning_session()
+    restorer = StreamAnswerRestorer(session.pseudonyms, session)
+    wire = [
+        event({"text": "您好，已致电[CN_MO"}),
+        event({"text": "BILE_1]，备用号码139"}),
+        event({"text": "1234"}),
+        event({"text": "5678。谢谢"}, finish=True),
+    ]
+
+    out = [restorer.event(e) for e in wire] + restorer.finish()
+
+    assert texts(out) == "您好，已致电13812345678，备用号码[REDACTED]。谢谢"
+    # Text before the last word boundary is not held: the greeting goes out at once.
+    assert texts(out[:1]) == "您好，"

@@ -4,41 +4,110 @@ Restored: the text of every candidate part (thought summaries included) and ever
 string inside ``functionCall.args``. Each response or stream event is restored as
 parsed JSON and re-serialised, never patched as bytes, so a value with quotes or
 backslashes stays valid JSON.
+
+Optionally (``scan_answers``), personal data in the answer that did not come from the
+request is masked. In a stream, text after the last word boundary is held back (at
+most ``_SCAN_HOLD`` characters) so that an identifier or a name split across events
+is seen whole.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Protocol
 
 from localgate.redaction.placeholders import Pseudonyms, TextRestorer
 
-__all__ = ["StreamAnswerRestorer", "restore_answer"]
+__all__ = ["AnswerScanner", "StreamAnswerRestorer", "restore_answer"]
 
 _CALL_KEYS = ("functionCall", "function_call")
+# Where an answer can be cut for scanning without cutting an identifier or a name.
+_BOUNDARY = re.compile(r"[\s，。！？；、,;!?]")
+_SCAN_HOLD = 96
+_SCAN_CONTEXT = 32
 
 
-def restore_answer(answer: Any, pseudonyms: Pseudonyms) -> Any:
+class AnswerScanner(Protocol):
+    """Masks personal data in answer text that the request did not contain."""
+
+    def mask_new_values(self, text: str, context: str = "") -> str:
+        """``text`` with new personal data masked; ``context`` is read, not returned."""
+        ...
+
+
+def restore_answer(
+    answer: Any, pseudonyms: Pseudonyms, scanner: AnswerScanner | None = None
+) -> Any:
     """A whole (unary) answer with every issued placeholder replaced."""
-    if not len(pseudonyms) or not isinstance(answer, dict):
+    if not isinstance(answer, dict) or (not len(pseudonyms) and scanner is None):
         return answer
-    for _, part in _parts(answer):
+    for part in _parts(answer):
         if isinstance(part.get("text"), str):
-            part["text"] = pseudonyms.restore(part["text"])
-        _restore_calls(part, pseudonyms)
+            text = pseudonyms.restore(part["text"])
+            part["text"] = scanner.mask_new_values(text) if scanner else text
+        _restore_calls(part, pseudonyms, scanner)
     return answer
 
 
-class StreamAnswerRestorer:
-    """Restores a stream event by event, holding back only unfinished placeholders."""
+class _TextStream:
+    """One candidate's text: placeholders restored, then (optionally) scanned."""
 
-    def __init__(self, pseudonyms: Pseudonyms) -> None:
+    def __init__(self, pseudonyms: Pseudonyms, scanner: AnswerScanner | None) -> None:
+        self.restorer = TextRestorer(pseudonyms)
+        self.scanner = scanner
+        self.held = ""
+        self.sent_tail = ""
+
+    def feed(self, piece: str) -> str:
+        restored = self.restorer.feed(piece)
+        if self.scanner is None:
+            return restored
+        text = self.held + restored
+        cut = _last_boundary(text)
+        if len(text) - cut > _SCAN_HOLD:
+            cut = len(text)
+        ready, self.held = text[:cut], text[cut:]
+        return self._scan(ready)
+
+    def flush(self) -> tuple[str, bool]:
+        """Everything still held, and whether part of it was an unfinished placeholder."""
+        dangling = self.restorer.holding
+        text = self.held + self.restorer.flush()
+        self.held = ""
+        return (self._scan(text) if self.scanner else text), dangling
+
+    @property
+    def holding(self) -> bool:
+        return self.restorer.holding or bool(self.held)
+
+    def _scan(self, text: str) -> str:
+        if not text or self.scanner is None:
+            return text
+        masked = self.scanner.mask_new_values(text, self.sent_tail)
+        self.sent_tail = (self.sent_tail + masked)[-_SCAN_CONTEXT:]
+        return masked
+
+
+def _last_boundary(text: str) -> int:
+    """Index just after the last boundary character, or 0."""
+    for index in range(len(text) - 1, -1, -1):
+        if _BOUNDARY.match(text, index):
+            return index + 1
+    return 0
+
+
+class StreamAnswerRestorer:
+    """Restores a stream event by event, holding back only what it must."""
+
+    def __init__(self, pseudonyms: Pseudonyms, scanner: AnswerScanner | None = None) -> None:
         self._pseudonyms = pseudonyms
-        self._texts: dict[tuple[int, bool], TextRestorer] = {}
+        self._scanner = scanner
+        self._texts: dict[tuple[int, bool], _TextStream] = {}
         self.dangling = 0
 
     def event(self, event: Any) -> Any:
         """One event, restored; text that may be half a placeholder waits for the next."""
-        if not len(self._pseudonyms) or not isinstance(event, dict):
+        if not isinstance(event, dict) or (not len(self._pseudonyms) and self._scanner is None):
             return event
         for position, candidate in enumerate(event.get("candidates") or []):
             if not isinstance(candidate, dict):
@@ -48,9 +117,9 @@ class StreamAnswerRestorer:
             for part in _candidate_parts(candidate):
                 if isinstance(part.get("text"), str):
                     thought = bool(part.get("thought"))
-                    part["text"] = self._restorer(index, thought).feed(part["text"])
+                    part["text"] = self._stream(index, thought).feed(part["text"])
                     last_text[thought] = part
-                _restore_calls(part, self._pseudonyms)
+                _restore_calls(part, self._pseudonyms, self._scanner)
             if candidate.get("finishReason"):
                 self._flush_into(candidate, index, last_text)
         return event
@@ -58,10 +127,11 @@ class StreamAnswerRestorer:
     def finish(self) -> list[dict[str, Any]]:
         """Events carrying text still held when the stream ended (normally none)."""
         leftovers: dict[int, list[dict[str, Any]]] = {}
-        for (index, thought), restorer in self._texts.items():
-            if restorer.holding:
-                self.dangling += 1
-                part: dict[str, Any] = {"text": restorer.flush()}
+        for (index, thought), stream in self._texts.items():
+            if stream.holding:
+                text, dangling = stream.flush()
+                self.dangling += dangling
+                part: dict[str, Any] = {"text": text}
                 if thought:
                     part["thought"] = True
                 leftovers.setdefault(index, []).append(part)
@@ -70,22 +140,22 @@ class StreamAnswerRestorer:
             for index, parts in sorted(leftovers.items())
         ]
 
-    def _restorer(self, index: int, thought: bool) -> TextRestorer:
+    def _stream(self, index: int, thought: bool) -> _TextStream:
         key = (index, thought)
-        restorer = self._texts.get(key)
-        if restorer is None:
-            restorer = self._texts[key] = TextRestorer(self._pseudonyms)
-        return restorer
+        stream = self._texts.get(key)
+        if stream is None:
+            stream = self._texts[key] = _TextStream(self._pseudonyms, self._scanner)
+        return stream
 
     def _flush_into(
         self, candidate: dict[str, Any], index: int, last_text: dict[bool, dict[str, Any]]
     ) -> None:
         for thought in (True, False):
-            restorer = self._texts.get((index, thought))
-            if restorer is None or not restorer.holding:
+            stream = self._texts.get((index, thought))
+            if stream is None or not stream.holding:
                 continue
-            self.dangling += 1
-            held = restorer.flush()
+            held, dangling = stream.flush()
+            self.dangling += dangling
             part = last_text.get(thought)
             if part is not None:
                 part["text"] += held
@@ -104,27 +174,30 @@ def _candidate_parts(candidate: dict[str, Any]) -> list[dict[str, Any]]:
     return [part for part in content.get("parts") or [] if isinstance(part, dict)]
 
 
-def _parts(answer: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+def _parts(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        (position, part)
-        for position, candidate in enumerate(answer.get("candidates") or [])
+        part
+        for candidate in answer.get("candidates") or []
         if isinstance(candidate, dict)
         for part in _candidate_parts(candidate)
     ]
 
 
-def _restore_calls(part: dict[str, Any], pseudonyms: Pseudonyms) -> None:
+def _restore_calls(
+    part: dict[str, Any], pseudonyms: Pseudonyms, scanner: AnswerScanner | None
+) -> None:
     for key in _CALL_KEYS:
         call = part.get(key)
         if isinstance(call, dict) and "args" in call:
-            call["args"] = _restore_strings(call["args"], pseudonyms)
+            call["args"] = _restore_strings(call["args"], pseudonyms, scanner)
 
 
-def _restore_strings(value: Any, pseudonyms: Pseudonyms) -> Any:
+def _restore_strings(value: Any, pseudonyms: Pseudonyms, scanner: AnswerScanner | None) -> Any:
     if isinstance(value, str):
-        return pseudonyms.restore(value)
+        restored = pseudonyms.restore(value)
+        return scanner.mask_new_values(restored) if scanner else restored
     if isinstance(value, dict):
-        return {key: _restore_strings(item, pseudonyms) for key, item in value.items()}
+        return {key: _restore_strings(item, pseudonyms, scanner) for key, item in value.items()}
     if isinstance(value, list):
-        return [_restore_strings(item, pseudonyms) for item in value]
+        return [_restore_strings(item, pseudonyms, scanner) for item in value]
     return value

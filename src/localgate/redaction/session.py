@@ -31,6 +31,10 @@ class RedactionSession:
         self.detector = detector
         self.pseudonyms = Pseudonyms()
         self.counts: Counter[tuple[str, str]] = Counter()
+        # Every value found in the request, whatever its action: an answer may repeat
+        # these. Lives and dies with the request, like the placeholder table.
+        self.request_values: set[str] = set()
+        self.answer_counts: Counter[str] = Counter()
         self._rule_actions = rule_actions or {}
         self._rule_replacements = rule_replacements or {}
 
@@ -49,6 +53,7 @@ class RedactionSession:
         for finding in findings:
             action = self.action_for(finding.type)
             self.counts[(finding.type, action)] += 1
+            self.request_values.add(text[finding.start : finding.end])
             if action == "allow":
                 continue
             if action == "block":
@@ -75,6 +80,31 @@ class RedactionSession:
                 "personal data. Send text instead, or ask the gateway operator to set "
                 "proxy.redaction.binary_data: allow for your tenant."
             )
+
+    def mask_new_values(self, text: str, context: str = "") -> str:
+        """Mask personal data in answer ``text`` that did not come from the request.
+
+        ``context`` is text just before ``text`` (already sent), read for context words
+        only. Types the policy allows are left alone.
+        """
+        findings = self.detector.detect(context + text) if text else []
+        offset = len(context)
+        pieces: list[str] = []
+        last = 0
+        for finding in findings:
+            start, end = finding.start - offset, finding.end - offset
+            if start < 0:
+                continue
+            value = text[start:end]
+            if value in self.request_values or self.action_for(finding.type) == "allow":
+                continue
+            self.answer_counts[finding.type] += 1
+            pieces += (text[last:start], self._mask(finding.type, value))
+            last = end
+        if not pieces:
+            return text
+        pieces.append(text[last:])
+        return "".join(pieces)
 
     def _mask(self, entity_type: str, value: str) -> str:
         rule_replacement = self._rule_replacements.get(entity_type)

@@ -99,7 +99,9 @@ class PolicyRedaction:
         state = ctx.redaction
         if not isinstance(state, _State):
             return answer
-        return restore_answer(answer, state.session.pseudonyms)
+        restored = restore_answer(answer, state.session.pseudonyms, self._scanner(state))
+        self._count_answer(state)
+        return restored
 
     def restore_event(self, ctx: RequestContext, event: Any) -> Any:
         """One stream event, restored; a split placeholder waits for its other half."""
@@ -107,8 +109,10 @@ class PolicyRedaction:
         if not isinstance(state, _State):
             return event
         if state.stream is None:
-            state.stream = StreamAnswerRestorer(state.session.pseudonyms)
-        return state.stream.event(event)
+            state.stream = StreamAnswerRestorer(state.session.pseudonyms, self._scanner(state))
+        restored = state.stream.event(event)
+        self._count_answer(state)
+        return restored
 
     def finish_stream(self, ctx: RequestContext) -> list[Any]:
         """Events for text still held back when the upstream's stream ended."""
@@ -116,9 +120,20 @@ class PolicyRedaction:
         if not isinstance(state, _State) or state.stream is None:
             return []
         events = state.stream.finish()
+        self._count_answer(state)
         if state.stream.dangling:
             self._metrics.restore_dangling.inc(state.stream.dangling)
         return events
+
+    @staticmethod
+    def _scanner(state: _State) -> RedactionSession | None:
+        return state.session if state.session.settings.scan_answers else None
+
+    def _count_answer(self, state: _State) -> None:
+        counts = state.session.answer_counts
+        for entity_type, count in counts.items():
+            self._metrics.redaction_findings.labels(entity_type, "mask_in_answer").inc(count)
+        counts.clear()
 
     def _policy(self, tenant: str) -> RedactionSettings:
         policy = self._policies.get(tenant)
