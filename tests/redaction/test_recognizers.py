@@ -67,6 +67,11 @@ def test_finds(detector: Detector, text: str, expected: list[tuple[str, str]]) -
         "task-queue-worker-0123456789abcdefghij",  # contains "sk-" but is not a key
         "room 1203, floor 12, 2024-03-15 13:45:00",
         "uuid 123e4567-e89b-12d3-a456-426614174000",
+        "商品编码SKU-17705608089-128G",  # a phone-shaped run glued into a product code
+        "Device firmware version 10.0.7.26",  # a version, not an address
+        "版本 1.6.4.17",
+        "批号E08212684",  # passport-shaped, but no passport context
+        "order 4271183077133723627",  # 19 digits, Luhn-valid by chance
     ],
 )
 def test_hard_negatives(detector: Detector, text: str) -> None:

@@ -62,3 +62,11 @@ def test_uscc_and_organisation_code() -> None:
 def test_other_checks(check: object, value: str, expected: bool) -> None:
     assert callable(check)
     assert check(value) is expected
+
+
+@pytest.mark.parametrize(
+    "value", ["91340104MAQDT2GM1U", "53640000MJX173680A", "53640000MJX173672F"]
+)
+def test_uscc_organisation_code_counts_letters_by_the_latin_alphabet(value: str) -> None:
+    # GB 11714 values letters A=10 ... Z=35, unlike the USCC alphabet that skips I, O, S, V, Z.
+    assert v.uscc(value)

@@ -68,8 +68,9 @@ _USCC = "0123456789ABCDEFGHJKLMNPQRTUWXY"
 @st.composite
 def credit_codes(draw: st.DrawFn) -> str:
     org_body = draw(st.text(DIGITS + "ABCDEFGHJKLMNPQRTUWXY", min_size=8, max_size=8))
+    # GB 11714: letters count by their place in the Latin alphabet (A=10 ... Z=35).
     org_total = sum(
-        _USCC.index(c) * w for c, w in zip(org_body, (3, 7, 9, 10, 5, 8, 4, 2), strict=True)
+        int(c, 36) * w for c, w in zip(org_body, (3, 7, 9, 10, 5, 8, 4, 2), strict=True)
     )
     check = 11 - org_total % 11
     org = org_body + ("X" if check == 10 else "0" if check == 11 else str(check))

@@ -40,11 +40,29 @@ _NAME_TAGS = frozenset({"nr", "nrfg", "nrt"})
 # Words jieba tags as names that are far more often ordinary words.
 _NOT_NAMES = frozenset(
     {"高明", "金山", "武汉", "文明", "方便", "明白", "高兴", "安全", "常规", "谢谢", "于是", "万一",
-     "方向", "常常", "安静", "江湖", "包括", "成功", "成本", "成都", "程序", "龙头", "黄金", "白色"}
+     "方向", "常常", "安静", "江湖", "包括", "成功", "成本", "成都", "程序", "龙头", "黄金", "白色",
+     "荣耀", "黄金周", "阳光", "高新", "金融", "文化", "高端", "高速", "明天", "明年", "周末",
+     "周年", "温度", "温馨", "华为", "平安", "康复", "安装", "常见", "史上", "严重", "包装"}
 )  # fmt: skip
 # jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说): a
 # three-character "name" ending in one of these is cut back to two characters.
-_GLUED = frozenset("住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫")
+_GLUED = frozenset(
+    "住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫反投致办咨询申表希需想"
+    "已曾将还又再能可于先女小经老医主同使登用确签"
+)
+# Roles that introduce a name (客户彭志强, 联系人：欧阳娜娜) and titles that follow one.
+_NAME_CUES = (
+    "客户", "用户", "患者", "病人", "联系人", "姓名", "员工", "经办人", "申请人", "收件人",
+    "收货人", "负责人", "投诉人", "家属", "学生", "持卡人", "被保险人", "乘客", "住户", "业主",
+    "租客", "车主", "发件人", "兹证明", "联系", "致", "签名", "法人", "法定代表人", "审批人",
+    "经手人", "司机", "房东", "户主", "本人", "Hi", "您好",
+)  # fmt: skip
+_TITLES_AFTER = ("先生", "女士", "小姐", "老师", "经理", "医生", "主任", "教授", "同学", "总监")
+_ORGANISATION_WORDS = ("公司", "集团", "有限", "物流", "科技", "银行", "医院", "学校", "大学")
+_NOT_PERSON_ENDINGS = (
+    "大厦", "广场", "中心", "公司", "集团", "银行", "医院", "学校", "大学", "路", "街", "区", "市",
+    "省", "县", "镇", "村", "店", "厂", "局", "部", "所",
+)  # fmt: skip
 
 _ADMIN_SUFFIXES = ("省", "市", "区", "县", "州", "自治区", "特别行政区", "新区", "盟", "旗")
 _PROVINCES = (
@@ -58,10 +76,11 @@ _ADDRESS_ENDINGS = (
     "号", "室", "层", "楼", "栋", "幢", "座", "单元", "弄", "巷", "胡同", "路", "街", "大道", "村",
     "小区", "大厦", "广场", "公寓", "花园", "中心", "苑", "段",
 )  # fmt: skip
-_ADDRESS_TAGS = frozenset(
-    {"ns", "nz", "n", "nr", "nrfg", "nrt", "m", "q", "zg", "ng", "eng", "nt", "s"}
-)
 _ADDRESS_JOINERS = frozenset({"-", "#"})  # text arrives width-folded
+# Words that end an address run even though they are Chinese words.
+_ADDRESS_STOPS = frozenset(
+    {"的", "和", "与", "及", "或", "是", "在", "到", "了", "给", "请", "电话", "手机"}
+)
 _MAX_ADDRESS = 60
 
 _EN_FIRST_NAMES = (
@@ -81,14 +100,23 @@ _EN_FIRST_NAMES = (
     "Madison|Frances|Kathryn|Janice|Jean|Abigail|Alice|Julia|Judy|Sophia|Grace|Denise|Amber|"
     "Doris|Marilyn|Danielle|Beverly|Isabella|Theresa|Diana|Natalie|Brittany|Charlotte|Marie|"
     "Kayla|Alexis|Lori|Ava|Mia|Chloe|Ella|Lily|Zoe|Wei|Li|Ming|Hui|Jing|Yan|Lei|Hans|Anna|Pierre|"
-    "Marco|Luca|Giulia|Sofia|Carlos|Juan|Jose|Ana|Lucia|Ahmed|Mohammed|Fatima|Yuki|Hiroshi|Kenji"
+    "Marco|Luca|Giulia|Sofia|Carlos|Juan|Jose|Ana|Lucia|Ahmed|Mohammed|Fatima|Yuki|Hiroshi|Kenji|"
+    "Sophie|Priya|Mei|Raj|Arjun|Ananya|Rohan|Aisha|Omar|Hassan|Leila|Chen|Ling|Xin|Jun|Tao|Feng|"
+    "Hao|Sakura|Haruto|Min|Ji|Seo|Hyun|Linh|Anh|Ivan|Olga|Dmitri|Elena|Sergei|Lars|Ingrid|Sven|"
+    "Emil|Noor|Zara|Leo|Max|Finn|Ben|Sam|Tom|Tim|Jim|Bob|Bill|Kate|Lucy|Molly|Ellie|Ruby|Amelia|"
+    "Harper|Aria|Scarlett|Layla|Nora|Hazel|Violet|Aurora|Stella|Claire|Paula|Diego|Mateo|"
+    "Santiago|Valentina|Camila|Isabel|Gabriela|Fernando|Ricardo|Pedro"
 )
 _CAP = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
 # One to three capitalised words: the candidates for an English name.
 _EN_CANDIDATE = re.compile(
-    r"[A-Z](?<![A-Za-z][A-Z])[a-z]+(?:[-'][A-Z][a-z]+)?(?:[ ]" + _CAP + r"){0,2}\b"
+    r"[A-Z](?<![A-Za-z][A-Z])[a-z]+(?:[-'][A-Z][a-z]+)?(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
 )
 _TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?\s+$")
+_EN_CUES = frozenset(
+    {"name", "customer", "patient", "client", "employee", "contact", "dear", "signed", "attn",
+     "applicant", "cardholder", "insured", "tenant", "guest", "passenger", "user"}
+)  # fmt: skip
 _CUE_BEFORE = re.compile(
     r"\b(?:name|customer|patient|client|employee|contact|dear|signed|attn|applicant|"
     r"cardholder|insured|tenant|guest|passenger|user)\b[\s:,-]+$"
@@ -152,7 +180,41 @@ def _tokens(text: str) -> list[tuple[int, int, str, str]]:
 def _chinese(text: str) -> Iterator[Finding]:
     tokens = _tokens(text)
     yield from _chinese_people(tokens)
+    yield from _cued_people(text, {start for start, _, _, _ in tokens})
     yield from _chinese_addresses(tokens)
+
+
+@cache
+def _cued_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    surname = (
+        "(?:" + "|".join(sorted(_COMPOUND_SURNAMES)) + "|[" + "".join(sorted(_SURNAMES)) + "])"
+    )
+    after_cue = re.compile(
+        "(?:" + "|".join(_NAME_CUES) + r")[：:\s]{0,2}(" + surname + r"[\u4e00-\u9fff]{1,2})"
+    )
+    before_title = re.compile(
+        "(" + surname + r"[\u4e00-\u9fff]{1,2}?)(?:" + "|".join(_TITLES_AFTER) + ")"
+    )
+    return after_cue, before_title
+
+
+def _cued_people(text: str, word_starts: set[int]) -> Iterator[Finding]:
+    """Names the segmenter missed, found by a role before them or a title after them."""
+    after_cue, before_title = _cued_patterns()
+    for pattern, score in ((after_cue, 0.85), (before_title, 0.8)):
+        for match in pattern.finditer(text):
+            name = match.group(1)
+            start = match.start(1)
+            # A name starts a word: 担任产品经理 has no 任产品 in it.
+            if start not in word_starts:
+                continue
+            while len(name) > 2 and name[-1] in _GLUED:
+                name = name[:-1]
+            if name in _NOT_NAMES or name.endswith(_NOT_PERSON_ENDINGS):
+                continue
+            if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
+                continue  # 成都锦程物流有限公司 is a company
+            yield Finding(start, start + len(name), "PERSON", score)
 
 
 def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
@@ -161,7 +223,7 @@ def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding
         if word in _COMPOUND_SURNAMES and index + 1 < len(tokens):
             next_start, next_end, next_word, next_tag = tokens[index + 1]
             joined = next_start == end and 1 <= len(next_word) <= 2 and _CJK.match(next_word)
-            if joined and (next_tag in _NAME_TAGS or next_tag in ("n", "ns", "nz")):
+            if joined and next_tag not in ("x", "uj", "ul", "p", "c", "d", "r", "v"):
                 yield Finding(start, next_end, "PERSON", 0.85)
                 continue
         if tag not in _NAME_TAGS:
@@ -169,6 +231,8 @@ def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding
         if len(word) == 3 and word[-1] in _GLUED and word[:2] not in _COMPOUND_SURNAMES:
             word, end = word[:2], end - 1
         if word in _NOT_NAMES or not 2 <= len(word) <= 4 or len(set(word)) == 1:
+            continue
+        if word.endswith(_NOT_PERSON_ENDINGS):
             continue
         has_surname = word[:2] in _COMPOUND_SURNAMES or word[0] in _SURNAMES
         if has_surname and all("\u4e00" <= char <= "\u9fff" for char in word):
@@ -185,17 +249,18 @@ def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Find
         last_ending = None
         cursor = index + 1
         while cursor < len(tokens):
-            _, token_end, token_word, token_tag = tokens[cursor]
+            _, token_end, token_word, _ = tokens[cursor]
             if token_end - start > _MAX_ADDRESS:
                 break
+            # Road and building names take every part of speech (高新路, 珞喻路, 五常大道):
+            # any word or number continues the address; the span is cut back to its
+            # last address-ending word afterwards.
             addressy = (
-                token_tag in _ADDRESS_TAGS
-                or token_word in _ADDRESS_ENDINGS
+                _CJK.match(token_word) is not None
+                or token_word.isalnum()
                 or token_word in _ADDRESS_JOINERS
-                or token_word.isdigit()
             )
-            punctuation = token_tag == "x" and token_word not in _ADDRESS_JOINERS  # noqa: S105
-            if not addressy or punctuation:
+            if not addressy or token_word in _ADDRESS_STOPS:
                 break
             if token_word.endswith(_ADDRESS_ENDINGS):
                 last_ending = cursor
@@ -209,19 +274,25 @@ def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Find
 
 def _english(text: str) -> Iterator[Finding]:
     for match in _EN_CANDIDATE.finditer(text):
-        words = match.group().split(" ")
+        words = [word for word in match.group().split(" ") if not word.endswith(".")]
+        offset = 0
+        # "Customer Patricia King": the cue word is not part of the name.
+        while words and (words[0].lower() in _EN_CUES or words[0] in _TITLES):
+            offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
+            words = words[1:]
         while words and words[-1] in _EN_NOT_SURNAMES:
             words.pop()
         if not words or words[0] in _EN_NOT_SURNAMES or words[0] in _TITLES:
             continue
-        before = text[max(0, match.start() - 16) : match.start()]
+        start = match.start() + offset
+        before = text[max(0, start - 16) : start]
         # A title vouches even for one word ("Mr. Smith"); otherwise two or more words,
         # the first a common first name or right after a cue word ("customer: …").
         titled = _TITLE_BEFORE.search(before) is not None
         named = words[0] in _FIRST_NAMES or _CUE_BEFORE.search(before.lower()) is not None
         if not titled and (len(words) < 2 or not named):
             continue
-        end = match.start() + len(" ".join(words))
-        yield Finding(match.start(), end, "PERSON", 0.8)
+        end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
+        yield Finding(start, end, "PERSON", 0.8)
     for match in _EN_ADDRESS.finditer(text):
         yield Finding(match.start(), match.end(), "CN_ADDRESS", 0.85)

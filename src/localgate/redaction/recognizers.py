@@ -74,6 +74,8 @@ class PatternRecognizer:
     anchored: bool = True
     # Skip the search unless one of these substrings occurs (cheap, exact).
     needs: tuple[str, ...] = ()
+    # Words just before a match that mean it is something else (版本 10.0.0.1).
+    not_after: tuple[str, ...] = ()
 
     def find(self, scan: Scan) -> Iterator[Finding]:
         """Findings of this type."""
@@ -91,6 +93,10 @@ class PatternRecognizer:
             value = match.group()
             if self.validate is not None and not self.validate(value):
                 continue
+            if self.not_after and _has_context(
+                folded, match.start(), match.start(), self.not_after, 16
+            ):
+                continue
             score = self.score
             if self.context:
                 near = _has_context(folded, match.start(), match.end(), self.context)
@@ -101,9 +107,11 @@ class PatternRecognizer:
             yield Finding(match.start(), match.end(), self.type, score)
 
 
-def _has_context(folded: str, start: int, end: int, words: tuple[str, ...]) -> bool:
-    before = folded[max(0, start - _CONTEXT_WINDOW) : start].lower()
-    after = folded[end : end + 8].lower()
+def _has_context(
+    folded: str, start: int, end: int, words: tuple[str, ...], window: int = _CONTEXT_WINDOW
+) -> bool:
+    before = folded[max(0, start - window) : start].lower()
+    after = folded[end : end + 8].lower() if end > start else ""
     return any(word in before or word in after for word in words)
 
 
@@ -121,8 +129,8 @@ def _bank_card(value: str) -> bool:
 
 def _bank_card_by_context(value: str) -> bool:
     # Domestic debit cards outside the 62 range, or old cards that fail Luhn: only with
-    # a context word (required below).
-    return 16 <= len(validators.digits_of(value)) <= 19
+    # a context word (required below). A valid international card is a CREDIT_CARD.
+    return 16 <= len(validators.digits_of(value)) <= 19 and not _credit_card(value)
 
 
 def _credit_card(value: str) -> bool:
@@ -138,7 +146,8 @@ def _secret(value: str) -> bool:
     if value.startswith("eyJ"):
         return validators.jwt(value)
     if value.startswith("sk-"):
-        tail = value.split("-")[-1]
+        # "sk-" also starts ordinary identifiers; a key mixes letters and digits.
+        tail = value.removeprefix("sk-")
         return any(c.isdigit() for c in tail) and any(c.isalpha() for c in tail)
     return True
 
@@ -168,9 +177,8 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             "CN_MOBILE",
             c(
                 _B
-                + r"(?<!\+)(?:(?:\+|00)86[- ]?|86[- ])?1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}"
-                + _E
-                + r"(?!\.[0-9])"
+                + r"(?<!\+)(?<![0-9A-Za-z]-)(?:(?:\+|00)86[- ]?|86[- ]?)?1[3-9][0-9][- ]?[0-9]{4}"
+                r"[- ]?[0-9]{4}" + _E + r"(?!\.[0-9])(?!-[0-9A-Za-z])"
             ),
             _mobile,
             score=0.85,
@@ -181,8 +189,8 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             c(
                 _B
                 + r"(?:[(（]0(?:10|2[0-9]|[3-9][0-9]{2})[)）][- ]?|0(?:10|2[0-9]|[3-9][0-9]{2})[- ]"
-                r"|(?:\+|00)86[- ]?(?:10|2[0-9]|[3-9][0-9]{2})[- ]?)[2-9][0-9]{6,7}(?:-[0-9]{1,5})?"
-                + _E
+                r"|(?:\+|00)86[- ]?(?:10|2[0-9]|[3-9][0-9]{2})[- ]?)[2-9][0-9]{6,7}"
+                r"(?:(?:-|转| ?ext\.? ?| ?x)[0-9]{1,5})?" + _E
             ),
             score=0.8,
             context=_PHONE_CONTEXT,
@@ -239,8 +247,8 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
         PatternRecognizer(
             "CN_PASSPORT",
             c(_B + r"E(?:[0-9]{8}|[A-HJ-NP-Z][0-9]{7})" + _E),
-            score=0.7,
             context=_PASSPORT_CONTEXT,
+            requires_context=True,
         ),
         PatternRecognizer(
             "CN_PASSPORT",
@@ -294,6 +302,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
             c(r"(?<![0-9.])(?<![vV])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9]|\.[0-9])"),
             validators.ipv4,
             score=0.8,
+            not_after=("version", "版本", "firmware", "固件", "build", "release"),
         ),
         PatternRecognizer(
             "IPV6",

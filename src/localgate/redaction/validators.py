@@ -90,7 +90,7 @@ def credit_card_issuer(value: str) -> str | None:
     """The card scheme by its prefix and length, or None if no scheme fits."""
     digits = digits_of(value)
     length = len(digits)
-    if digits.startswith("4") and length in (13, 16, 19):
+    if digits.startswith("4") and length in (13, 16):
         return "visa"
     if length == 16 and (51 <= int(digits[:2]) <= 55 or 2221 <= int(digits[:4]) <= 2720):
         return "mastercard"
@@ -122,11 +122,10 @@ def uscc(value: str) -> bool:
     if _USCC_ALPHABET[(31 - total % 31) % 31] != value[17]:
         return False
     org = value[8:17]
-    if not org[:8].isalnum():
-        return False
+    # GB 11714 gives letters their place in the full Latin alphabet (A=10 ... Z=35),
+    # unlike the USCC alphabet, which skips I, O, S, V and Z.
     org_total = sum(
-        _USCC_ALPHABET.index(char) * weight
-        for char, weight in zip(org[:8], _ORG_WEIGHTS, strict=True)
+        int(char, 36) * weight for char, weight in zip(org[:8], _ORG_WEIGHTS, strict=True)
     )
     check = 11 - org_total % 11
     expected = "X" if check == 10 else "0" if check == 11 else str(check)
