@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from localgate.audit.trail import AuditTrail
 from localgate.config import Settings
 from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
@@ -59,12 +60,13 @@ def create_app(settings: Settings) -> Starlette:
         for warning in _not_yet_in_effect(settings):
             logger.warning(warning)
         metrics = GatewayMetrics()
+        trail = AuditTrail.open(settings) if settings.proxy.enable_audit else None
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
             redaction=PolicyRedaction(settings, metrics),
             cache=NoCache(),
-            audit=NoAudit(),
+            audit=trail.stage if trail is not None else NoAudit(),
             router=router,
         )
         services = GatewayServices(
@@ -73,9 +75,13 @@ def create_app(settings: Settings) -> Starlette:
             access_log=access_log,
             max_body_bytes=settings.server.max_body_bytes,
         )
+        if trail is not None:
+            await trail.start()
         try:
             yield {"services": services, "keys": keys, "router": router}
         finally:
+            if trail is not None:
+                await trail.close()
             await session.close()
             access_log.close()
             keys.close()
@@ -95,11 +101,6 @@ def create_app(settings: Settings) -> Starlette:
 def _not_yet_in_effect(settings: Settings) -> list[str]:
     """Settings this version accepts but does not act on yet; said loudly at start-up."""
     warnings = []
-    if settings.proxy.enable_audit:
-        warnings.append(
-            "proxy.enable_audit: the audit trail is not part of this version; "
-            "no audit records are written"
-        )
     if settings.cache.enabled:
         warnings.append(
             "cache.enabled: the vector cache is not part of this version; nothing is cached"

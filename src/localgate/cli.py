@@ -5,39 +5,16 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from localgate import __version__
-from localgate.config import Settings, load_settings
-from localgate.errors import ConfigError
+from localgate.audit.cli import audit
+from localgate.cliconfig import config_option, load_or_exit
 
 __all__ = ["main"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _config_option(func: F) -> F:
-    return click.option(
-        "--config",
-        "config_path",
-        type=click.Path(path_type=Path, dir_okay=False),
-        default=None,
-        help="YAML configuration file (default: $LOCALGATE_CONFIG, else built-in defaults).",
-    )(func)
-
-
-def _load(config_path: Path | None) -> tuple[Settings, Path | None]:
-    try:
-        return load_settings(config_path)
-    except ConfigError as exc:
-        click.echo(f"localgate: invalid configuration in {exc.source}:", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
-        sys.exit(1)
 
 
 @click.group()
@@ -47,7 +24,7 @@ def main() -> None:
 
 
 @main.command()
-@_config_option
+@config_option
 @click.option("--host", default=None, help="Address to listen on (default: server.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
 def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
@@ -56,7 +33,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
 
     from localgate.app import create_app
 
-    settings, source = _load(config_path)
+    settings, source = load_or_exit(config_path)
     logging.basicConfig(
         level=settings.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -85,10 +62,10 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
 
 
 @main.command()
-@_config_option
+@config_option
 def check(config_path: Path | None) -> None:
     """Validate a configuration; print every problem with its field path."""
-    settings, source = _load(config_path)
+    settings, source = load_or_exit(config_path)
     click.echo(f"{source or '<defaults>'}: OK")
     if settings.upstream_api_key is None:
         click.echo(
@@ -98,7 +75,7 @@ def check(config_path: Path | None) -> None:
 
 
 @main.command()
-@_config_option
+@config_option
 @click.argument("text", required=False)
 @click.option(
     "--tenant", default=None, help="Apply this tenant's policy (default: the global one)."
@@ -115,7 +92,7 @@ def redact(
     from localgate.redaction.session import PolicyBlocked, RedactionSession
     from localgate.redaction.stage import build_detector
 
-    settings, _ = _load(config_path)
+    settings, _ = load_or_exit(config_path)
     policy = settings.redaction_for(tenant) if tenant else settings.proxy.redaction
     detector = build_detector(settings, policy)
     if detect_jsonl:
@@ -169,12 +146,12 @@ def keys() -> None:
 def _key_store(config_path: Path | None) -> Any:
     from localgate.identity import SqliteKeyStore
 
-    settings, _ = _load(config_path)
+    settings, _ = load_or_exit(config_path)
     return SqliteKeyStore(settings.state_db_path)
 
 
 @keys.command("create")
-@_config_option
+@config_option
 @click.option("--tenant", required=True, help="Tenant the key belongs to.")
 @click.option("--label", default="", help="Free-text note, e.g. the application using the key.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object for scripts.")
@@ -200,7 +177,7 @@ def keys_create(config_path: Path | None, tenant: str, label: str, as_json: bool
 
 
 @keys.command("list")
-@_config_option
+@config_option
 @click.option("--tenant", default=None, help="Only this tenant's keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines for scripts.")
 def keys_list(config_path: Path | None, tenant: str | None, as_json: bool) -> None:
@@ -236,7 +213,7 @@ def keys_list(config_path: Path | None, tenant: str | None, as_json: bool) -> No
 
 
 @keys.command("revoke")
-@_config_option
+@config_option
 @click.argument("key_id")
 def keys_revoke(config_path: Path | None, key_id: str) -> None:
     """Revoke a key; the running gateway refuses it from the next request on."""
@@ -249,3 +226,6 @@ def keys_revoke(config_path: Path | None, key_id: str) -> None:
         click.echo(f"localgate: no key with id {key_id}", err=True)
         sys.exit(1)
     click.echo(f"Revoked key {key_id}.")
+
+
+main.add_command(audit)

@@ -33,6 +33,7 @@ from localgate.secret import Secret
 __all__ = [
     "BUILTIN_TYPES",
     "Action",
+    "AuditSettings",
     "CacheSettings",
     "LoggingSettings",
     "MaskSettings",
@@ -51,6 +52,7 @@ ENV_CONFIG = "LOCALGATE_CONFIG"
 ENV_DATA_DIR = "LOCALGATE_DATA_DIR"
 ENV_UPSTREAM_URL = "LOCALGATE_UPSTREAM_URL"
 ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
+ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
 
 
 class _Section(BaseModel):
@@ -175,6 +177,24 @@ class ProxySettings(_Section):
     redaction_rules: tuple[RedactionRule, ...] = ()
 
 
+class AuditSettings(_Section):
+    """The tamper-evident audit trail (on when proxy.enable_audit is true)."""
+
+    sqlite_path: Path | None = None
+    synchronous: Literal["full", "normal"] = "full"
+    suite: Literal["standard", "sm"] = "standard"
+    master_key_file: Path | None = None
+    signing_key_file: Path | None = None
+    sign_checkpoints: bool = True
+    checkpoint_interval_s: float = Field(60.0, gt=0)
+    checkpoint_export_dir: Path | None = None
+    key_period: Literal["day", "month"] = "day"
+    payload_retention_days: int = Field(90, ge=1)
+    store_original_prompt: bool = False
+    original_prompt_retention_hours: int = Field(72, ge=1)
+    log_name: str = Field("localgate", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
 class CacheSettings(_Section):
     """Local vector cache."""
 
@@ -192,6 +212,7 @@ class Settings(_Section):
     logging: LoggingSettings = LoggingSettings()
     proxy: ProxySettings = ProxySettings()
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+    audit: AuditSettings = AuditSettings()
     cache: CacheSettings = CacheSettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
@@ -231,6 +252,21 @@ class Settings(_Section):
     def state_db_path(self) -> Path:
         """The SQLite file holding keys and other gateway state."""
         return self.data_dir / "localgate.db"
+
+    @property
+    def audit_db_path(self) -> Path:
+        """The SQLite file of the audit trail."""
+        return self.audit.sqlite_path or self.data_dir / "audit.db"
+
+    @property
+    def audit_master_key_path(self) -> Path:
+        """Where the audit master key is read (or created) when not in the environment."""
+        return self.audit.master_key_file or self.data_dir / "audit-master.key"
+
+    @property
+    def audit_signing_key_path(self) -> Path:
+        """The checkpoint signing key."""
+        return self.audit.signing_key_file or self.data_dir / "audit-signing.key"
 
     @property
     def access_log_path(self) -> Path:

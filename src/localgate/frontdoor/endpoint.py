@@ -65,6 +65,7 @@ class GeminiEndpoint:
             request_id=request.state.request_id,
             route=None,
             client=request.client.host if request.client else None,
+            end_user=request.headers.get("x-localgate-user") or None,
         )
         services.metrics.in_flight.inc()
         try:

@@ -70,6 +70,13 @@ class RequestContext:
     # nowhere else, and dies with the request.
     redaction: Any = None
     redaction_summary: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The request's texts before redaction: only HMAC'd (and, if configured, encrypted)
+    # by the audit stage; never logged.
+    original_texts: list[str] = field(default_factory=list)
+    end_user: str | None = None
+    audited: bool = False
+    # The answer as the upstream sent it (placeholders, not values), for the audit record.
+    answer_events: list[bytes] = field(default_factory=list)
 
     def observe_answer(self, answer: Any) -> None:
         """Note usage and model version from a response or stream event (the last one wins)."""

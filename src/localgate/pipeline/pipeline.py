@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
+
 from localgate.errors import LocalgateError
 from localgate.pipeline.context import Inbound, RequestContext
 from localgate.pipeline.stages import (
@@ -53,19 +55,28 @@ class Pipeline:
         ctx.body = await inbound.read_body()
         permit = await self.limits.admit(ctx)
         try:
-            self.redaction.redact_request(ctx)
+            try:
+                self.redaction.redact_request(ctx)
+            except LocalgateError as exc:
+                await self.audit.record_outcome(ctx, "blocked by policy", exc.code)
+                raise
             cached = await self.cache.lookup(ctx)
             if cached is not None:
-                return await self._unary_answer(ctx, cached, permit, outcome="cache")
+                return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
             await self.audit.record_request(ctx)
             upstream = self.router.route(route)
             ctx.upstream = upstream.name
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
-            if route.method.streams:
-                return _AnswerStream(self, ctx, await upstream.stream(call), permit).reply()
-            return await self._unary_answer(ctx, await upstream.unary(call), permit, "forwarded")
+            try:
+                if route.method.streams:
+                    return _AnswerStream(self, ctx, await upstream.stream(call), permit).reply()
+                reply = await upstream.unary(call)
+            except LocalgateError as exc:
+                await self.audit.record_outcome(ctx, "upstream error", exc.code)
+                raise
+            return await self._unary_answer(ctx, reply, permit, "forwarded")
         except BaseException:
             permit.release()
             raise
@@ -75,14 +86,16 @@ class Pipeline:
     async def _unary_answer(
         self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
     ) -> UnaryReply:
+        ctx.answer_events.append(orjson.dumps(reply.body))
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         ctx.observe_answer(reply.body)
-        await self.audit.record_answer(ctx, outcome)
+        await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
         return reply
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
         """The response stages for one stream event."""
+        ctx.answer_events.append(orjson.dumps(event))
         event = self.redaction.restore_event(ctx, event)
         ctx.observe_answer(event)
         return event
@@ -99,6 +112,7 @@ class _AnswerStream:
         self._upstream = upstream
         self._permit = permit
         self._outcome = "client disconnected"
+        self._status = 499
 
     def reply(self) -> StreamReply:
         """The stream as the front door sees it."""
@@ -110,14 +124,14 @@ class _AnswerStream:
                 yield self._pipeline.stream_event(self._ctx, event)
             for event in self._pipeline.redaction.finish_stream(self._ctx):
                 yield event
-        except LocalgateError:
-            self._outcome = "upstream error"
+        except LocalgateError as exc:
+            self._outcome, self._status = "upstream error", exc.code
             raise
-        self._outcome = "forwarded"
+        self._outcome, self._status = "forwarded", 200
 
     async def _close(self) -> None:
         try:
             await self._upstream.close()
         finally:
             self._permit.release()
-            await self._pipeline.audit.record_answer(self._ctx, self._outcome)
+            await self._pipeline.audit.record_outcome(self._ctx, self._outcome, self._status)

@@ -90,8 +90,8 @@ class AuditStage(Protocol):
         """Write the request record; raise to refuse the request if it cannot be written."""
         ...
 
-    async def record_answer(self, ctx: RequestContext, outcome: str) -> None:
-        """Write the completion record."""
+    async def record_outcome(self, ctx: RequestContext, outcome: str, status: int) -> None:
+        """Write the completion record: forwarded, blocked, from cache, error, disconnected."""
         ...
 
 
@@ -136,10 +136,10 @@ class NoCache:
 
 
 class NoAudit:
-    """Writes no records."""
+    """Writes no records (``proxy.enable_audit: false``)."""
 
     async def record_request(self, ctx: RequestContext) -> None:
         """Nothing to write."""
 
-    async def record_answer(self, ctx: RequestContext, outcome: str) -> None:
+    async def record_outcome(self, ctx: RequestContext, outcome: str, status: int) -> None:
         """Nothing to write."""

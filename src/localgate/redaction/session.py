@@ -35,6 +35,7 @@ class RedactionSession:
         # these. Lives and dies with the request, like the placeholder table.
         self.request_values: set[str] = set()
         self.answer_counts: Counter[str] = Counter()
+        self.original_texts: list[str] = []
         self._rule_actions = rule_actions or {}
         self._rule_replacements = rule_replacements or {}
 
@@ -45,6 +46,7 @@ class RedactionSession:
 
     def redact(self, text: str, where: str) -> str:
         """``text`` with every finding replaced as the policy says; raise on ``block``."""
+        self.original_texts.append(text)
         findings = self.detector.detect(text)
         if not findings:
             return text

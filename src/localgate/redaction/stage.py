@@ -82,6 +82,7 @@ class PolicyRedaction:
             ctx.body = redact_request_body(ctx.route.method, ctx.body, session)
         except LocalgateError:
             self._count(session)
+            ctx.redaction_summary = dict(session.counts)
             raise
         except Exception as exc:
             logger.exception("redaction failed for request %s", ctx.request_id)
@@ -93,6 +94,7 @@ class PolicyRedaction:
         self._metrics.redaction_seconds.observe(time.perf_counter() - started)
         ctx.redaction = _State(session)
         ctx.redaction_summary = dict(session.counts)
+        ctx.original_texts = session.original_texts
 
     def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
         """A whole answer with this request's placeholders replaced by the values."""

@@ -1,0 +1,1 @@
+"""The audit trail: per-tenant, tamper-evident (Merkle log, signed checkpoints), encrypted."""

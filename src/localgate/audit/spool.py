@@ -1,0 +1,84 @@
+"""Completion records that could not be written wait here, encrypted, until they can.
+
+A completion record is never dropped: if the store refuses it, it is appended to a
+spool file (each line sealed with the master key, so nothing is in clear on disk) and
+retried in order until the store takes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+
+from localgate.audit.crypto import MasterKey
+from localgate.audit.records import PendingRecord
+
+__all__ = ["Spool"]
+
+_LABEL = "localgate-audit-spool"
+
+
+class Spool:
+    """An append-only file of sealed pending records."""
+
+    def __init__(self, path: Path, master: MasterKey) -> None:
+        self.path = path
+        self._master = master
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, record: PendingRecord) -> None:
+        """Append ``record`` durably (fsync before returning)."""
+        fields = asdict(record)
+        for name in ("payload", "original", "prompt", "sent"):
+            value = fields[name]
+            fields[name] = base64.b64encode(value).decode() if value is not None else None
+        sealed = self._master.wrap(orjson.dumps(fields), _LABEL)
+        with self._lock:
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                os.write(descriptor, base64.b64encode(sealed) + b"\n")
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+
+    def take(self) -> list[PendingRecord]:
+        """Everything spooled, oldest first (the file stays until ``clear``)."""
+        with self._lock:
+            if not self.path.exists():
+                return []
+            lines = self.path.read_bytes().splitlines()
+        records = []
+        for line in lines:
+            if not line.strip():
+                continue
+            fields = orjson.loads(self._master.unwrap(base64.b64decode(line), _LABEL))
+            for name in ("payload", "original", "prompt", "sent"):
+                if fields[name] is not None:
+                    fields[name] = base64.b64decode(fields[name])
+            records.append(PendingRecord(**fields))
+        return records
+
+    def clear(self, count: int) -> None:
+        """Drop the first ``count`` lines (they have been written)."""
+        with self._lock:
+            if not self.path.exists():
+                return
+            lines = [line for line in self.path.read_bytes().splitlines() if line.strip()]
+            rest = lines[count:]
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_bytes(b"".join(line + b"\n" for line in rest))
+            os.replace(temporary, self.path)
+            if not rest:
+                self.path.unlink(missing_ok=True)
+
+    def __len__(self) -> int:
+        with self._lock:
+            if not self.path.exists():
+                return 0
+            return sum(1 for line in self.path.read_bytes().splitlines() if line.strip())

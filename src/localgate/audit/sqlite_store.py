@@ -1,0 +1,374 @@
+"""The audit log in SQLite (WAL): one writer thread, group commit, one Merkle log per tenant.
+
+All writes go through one thread fed by a queue. It takes whatever has arrived, then
+in one ``BEGIN IMMEDIATE`` transaction gives each record the next sequence number of
+its tenant, encrypts it, appends its leaf to the tenant's Merkle frontier and stores
+both; then one COMMIT makes the whole batch durable. Callers wait on a future: a
+request record's future resolves only once its batch is on disk.
+
+The frontier is read back inside every transaction, so a row that someone inserted by
+hand makes the next insert fail loudly (and the gateway refuse requests) instead of
+forking the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from localgate.audit.crypto import CipherSuite, MasterKey
+from localgate.audit.keyring import KEYS_SCHEMA, Keyring
+from localgate.audit.merkle import Frontier, TreeHasher
+from localgate.audit.records import FORMAT_VERSION, PendingRecord, canonical
+
+__all__ = ["Receipt", "SqliteAuditStore", "StoredRecord"]
+
+logger = logging.getLogger("localgate.audit")
+
+SCHEMA = (
+    KEYS_SCHEMA
+    + """
+CREATE TABLE IF NOT EXISTS audit_log (
+    tenant      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    kind        TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    header      BLOB,
+    payload     BLOB,
+    original    BLOB,
+    leaf_hash   BLOB NOT NULL,
+    PRIMARY KEY (tenant, seq)
+);
+CREATE INDEX IF NOT EXISTS audit_log_request ON audit_log (request_id);
+CREATE TABLE IF NOT EXISTS audit_frontier (
+    tenant TEXT PRIMARY KEY,
+    size   INTEGER NOT NULL,
+    state  BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    tenant     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    note       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant, size)
+);
+CREATE TABLE IF NOT EXISTS audit_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+)
+_MAX_BATCH = 1024
+# Read as bytes whatever type a row was altered to: a tampered row must be reported,
+# not crash the verifier.
+_BLOBS = (
+    "CAST(header AS BLOB), CAST(payload AS BLOB), CAST(original AS BLOB), CAST(leaf_hash AS BLOB)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Where a record landed."""
+
+    tenant: str
+    seq: int
+    leaf_hash: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A row as read back."""
+
+    tenant: str
+    seq: int
+    kind: str
+    request_id: str
+    header: bytes | None
+    payload: bytes | None
+    original: bytes | None
+    leaf_hash: bytes
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection to the audit database with the schema in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA busy_timeout=10000")
+    db.executescript(SCHEMA)
+    return db
+
+
+class SqliteAuditStore:
+    """Appends records durably; reads them back for verification and export."""
+
+    def __init__(
+        self,
+        path: Path,
+        master: MasterKey,
+        suite: CipherSuite,
+        *,
+        key_period: str = "day",
+        synchronous: str = "FULL",
+    ) -> None:
+        self.path = path
+        self.suite = suite
+        self.hasher = TreeHasher("sha256" if suite.name == "standard" else "sm3")
+        self._master = master
+        self._key_period = key_period
+        self._synchronous = synchronous
+        self._queue: queue.SimpleQueue[tuple[PendingRecord, Future[Receipt]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._db = connect(path)
+        self._check_suite()
+        self.keyring = Keyring(self._db, master, suite)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._db.execute(f"PRAGMA synchronous={self._synchronous}")
+        self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+            self._thread = None
+        self._db.close()
+
+    def submit(self, record: PendingRecord) -> Future[Receipt]:
+        """Queue a record; the future resolves when it is durable (or fails)."""
+        future: Future[Receipt] = Future()
+        if self._thread is None:
+            future.set_exception(RuntimeError("the audit writer is not running"))
+        else:
+            self._queue.put((record, future))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < _MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._write(batch)
+            if stop:
+                return
+
+    def _write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+        receipts: list[Receipt] = []
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            frontiers: dict[str, Frontier] = {}
+            now = datetime.now(UTC)
+            for record, _ in batch:
+                frontier = frontiers.get(record.tenant)
+                if frontier is None:
+                    frontier = frontiers[record.tenant] = self._frontier(record.tenant)
+                receipts.append(self._append(record, frontier, now))
+            for tenant, frontier in frontiers.items():
+                self._db.execute(
+                    "INSERT INTO audit_frontier (tenant, size, state) VALUES (?,?,?) "
+                    "ON CONFLICT (tenant) DO UPDATE SET size=excluded.size, state=excluded.state",
+                    (tenant, frontier.size, frontier.to_bytes()),
+                )
+            self._db.execute("COMMIT")
+        except Exception as exc:
+            logger.exception("audit batch of %d records failed", len(batch))
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self.keyring.forget()
+            for _, future in batch:
+                future.set_exception(exc)
+            return
+        for (_, future), receipt in zip(batch, receipts, strict=True):
+            future.set_result(receipt)
+
+    def _frontier(self, tenant: str) -> Frontier:
+        row = self._db.execute(
+            "SELECT state FROM audit_frontier WHERE tenant=?", (tenant,)
+        ).fetchone()
+        return Frontier.from_bytes(self.hasher, row[0]) if row else Frontier(self.hasher)
+
+    def _append(self, record: PendingRecord, frontier: Frontier, now: datetime) -> Receipt:
+        seq = frontier.size
+        tenant = record.tenant
+        header: dict[str, Any] = {
+            **record.fields,
+            "v": FORMAT_VERSION,
+            "suite": self.suite.name,
+            "tenant": tenant,
+            "seq": seq,
+            "kind": record.kind,
+            "request_id": record.request_id,
+            "time": now.isoformat(timespec="microseconds"),
+        }
+        if record.prompt is not None or record.user is not None:
+            _, mac_key = self.keyring.current(tenant, "hmac", "-")
+            if record.prompt is not None:
+                header["prompt_hmac"] = self.suite.mac(mac_key, record.prompt).hex()
+            if record.user is not None:
+                header["user_hmac"] = self.suite.mac(mac_key, record.user.encode()).hex()
+        if record.sent is not None:
+            header["sent_digest"] = self.suite.digest(record.sent).hex()
+        period = now.strftime("%Y-%m-%d" if self._key_period == "day" else "%Y-%m")
+        payload = self._seal(record.payload, tenant, "payload", period, seq, header)
+        original = self._seal(record.original, tenant, "prompt", period, seq, header)
+        raw = canonical(header)
+        leaf = self.hasher.hash_leaf(raw)
+        self._db.execute(
+            "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, payload,"
+            " original, leaf_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                tenant,
+                seq,
+                record.kind,
+                record.request_id,
+                header["time"],
+                raw,
+                payload,
+                original,
+                leaf,
+            ),
+        )
+        frontier.append(leaf)
+        return Receipt(tenant, seq, leaf)
+
+    def _seal(
+        self,
+        plaintext: bytes | None,
+        tenant: str,
+        purpose: str,
+        period: str,
+        seq: int,
+        header: dict[str, Any],
+    ) -> bytes | None:
+        if plaintext is None:
+            return None
+        key_id, key = self.keyring.current(tenant, purpose, period)
+        blob = self.suite.encrypt(key, plaintext, associated_data(tenant, seq, purpose))
+        header[f"{purpose}_key"] = key_id
+        header[f"{purpose}_digest"] = self.suite.digest(blob).hex()
+        return blob
+
+    def _check_suite(self) -> None:
+        row = self._db.execute("SELECT value FROM audit_meta WHERE name='suite'").fetchone()
+        if row is None:
+            self._db.execute(
+                "INSERT INTO audit_meta (name, value) VALUES ('suite', ?)", (self.suite.name,)
+            )
+        elif row[0] != self.suite.name:
+            raise ValueError(
+                f"the audit log at {self.path} uses the '{row[0]}' suite; the configuration "
+                f"asks for '{self.suite.name}'. A log keeps its suite for life."
+            )
+
+    # -- reading ------------------------------------------------------------------------
+
+    def reader(self) -> AuditReader:
+        """A read connection (safe beside the writer: WAL readers do not block)."""
+        return AuditReader(self.path)
+
+
+def associated_data(tenant: str, seq: int, purpose: str) -> bytes:
+    """What a ciphertext is bound to: its tenant, its position and its purpose."""
+    return f"localgate-audit\x00{tenant}\x00{seq}\x00{purpose}".encode()
+
+
+class AuditReader:
+    """Reads the audit log (the CLI, verification, checkpointing)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = connect(path)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def tenants(self) -> list[str]:
+        """Every tenant with a log."""
+        rows = self.db.execute(
+            "SELECT tenant FROM audit_frontier UNION SELECT DISTINCT tenant FROM audit_log "
+            "ORDER BY 1"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def records(self, tenant: str) -> Iterator[StoredRecord]:
+        """A tenant's records in sequence order."""
+        cursor = self.db.execute(
+            "SELECT tenant, seq, kind, request_id, " + _BLOBS + " "
+            "FROM audit_log WHERE tenant=? ORDER BY seq",
+            (tenant,),
+        )
+        for row in cursor:
+            yield StoredRecord(*row)
+
+    def by_request(self, request_id: str) -> list[StoredRecord]:
+        """The records of one request (request and answer)."""
+        rows = self.db.execute(
+            "SELECT tenant, seq, kind, request_id, " + _BLOBS + " "
+            "FROM audit_log WHERE request_id=? ORDER BY tenant, seq",
+            (request_id,),
+        ).fetchall()
+        return [StoredRecord(*row) for row in rows]
+
+    def leaf_hashes(self, tenant: str, size: int) -> list[bytes]:
+        """The first ``size`` leaf hashes of a tenant's log."""
+        rows = self.db.execute(
+            "SELECT CAST(leaf_hash AS BLOB) FROM audit_log WHERE tenant=? AND seq < ? ORDER BY seq",
+            (tenant, size),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def frontier_size(self, tenant: str) -> int:
+        """How many records the writer says the tenant's log has."""
+        row = self.db.execute(
+            "SELECT size FROM audit_frontier WHERE tenant=?", (tenant,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def frontier_state(self, tenant: str) -> bytes | None:
+        """The stored frontier of a tenant's log."""
+        row = self.db.execute(
+            "SELECT state FROM audit_frontier WHERE tenant=?", (tenant,)
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    def checkpoints(self, tenant: str) -> list[tuple[int, str]]:
+        """(size, signed note) of every stored checkpoint, smallest first."""
+        rows = self.db.execute(
+            "SELECT size, note FROM audit_checkpoints WHERE tenant=? ORDER BY size", (tenant,)
+        ).fetchall()
+        return [(int(row[0]), str(row[1])) for row in rows]
+
+    def add_checkpoint(self, tenant: str, size: int, note: str) -> None:
+        """Store a signed checkpoint."""
+        self.db.execute(
+            "INSERT OR IGNORE INTO audit_checkpoints (tenant, size, note, created_at) "
+            "VALUES (?,?,?,?)",
+            (tenant, size, note, datetime.now(UTC).isoformat(timespec="seconds")),
+        )

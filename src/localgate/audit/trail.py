@@ -1,0 +1,143 @@
+"""Assembling the audit trail from the configuration: keys, store, spool, stage, signer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from localgate.audit.checkpoint import CheckpointSigner, load_signer, write_key_file
+from localgate.audit.checkpointing import Checkpointer
+from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
+from localgate.audit.retention import shred_expired
+from localgate.audit.spool import Spool
+from localgate.audit.sqlite_store import SqliteAuditStore
+from localgate.audit.stage import TrailAudit
+from localgate.config import ENV_AUDIT_MASTER_KEY, AuditSettings, Settings
+
+__all__ = ["AuditTrail", "master_key", "signer"]
+
+logger = logging.getLogger("localgate.audit")
+_SHRED_INTERVAL_S = 3600.0
+
+
+def master_key(settings: Settings, *, create: bool) -> MasterKey:
+    """The master key: $LOCALGATE_AUDIT_MASTER_KEY, else the key file (created if allowed)."""
+    return load_or_create_master_key(
+        os.environ.get(ENV_AUDIT_MASTER_KEY), settings.audit_master_key_path, create=create
+    )
+
+
+def signer(settings: Settings, *, create: bool) -> CheckpointSigner | None:
+    """The checkpoint signer, if its key file is readable (created in the data dir if allowed)."""
+    path = settings.audit_signing_key_path
+    if not path.exists():
+        if not create or settings.audit.signing_key_file is not None:
+            return None
+        write_key_file(path, CheckpointSigner.generate(settings.audit.log_name))
+    try:
+        return load_signer(path)
+    except PermissionError:
+        return None
+
+
+@dataclass
+class AuditTrail:
+    """The running audit trail of a gateway."""
+
+    store: SqliteAuditStore
+    stage: TrailAudit
+    checkpointer: Checkpointer | None
+    interval_s: float
+    retention: AuditSettings
+    _task: asyncio.Task[None] | None = None
+    _shredder: asyncio.Task[None] | None = None
+
+    @classmethod
+    def open(cls, settings: Settings) -> AuditTrail:
+        """Open the store (creating keys on first use, in the data directory)."""
+        master = master_key(settings, create=True)
+        store = SqliteAuditStore(
+            settings.audit_db_path,
+            master,
+            CipherSuite(settings.audit.suite),
+            key_period=settings.audit.key_period,
+            synchronous=settings.audit.synchronous.upper(),
+        )
+        spool = Spool(_spool_path(settings), master)
+        stage = TrailAudit(store, spool, store_original=settings.audit.store_original_prompt)
+        checkpointer = None
+        if settings.audit.sign_checkpoints:
+            key = signer(settings, create=True)
+            if key is None:
+                logger.warning(
+                    "audit: no readable signing key at %s; run 'localgate audit checkpoint' "
+                    "where the key is",
+                    settings.audit_signing_key_path,
+                )
+            else:
+                checkpointer = Checkpointer(
+                    store.reader(),
+                    store.hasher,
+                    key,
+                    settings.audit.log_name,
+                    settings.audit.checkpoint_export_dir,
+                )
+        return cls(store, stage, checkpointer, settings.audit.checkpoint_interval_s, settings.audit)
+
+    async def start(self) -> None:
+        """Start writing, retrying spooled records and signing checkpoints."""
+        self.store.start()
+        await self.stage.start()
+        if self.checkpointer is not None:
+            self._task = asyncio.create_task(self._sign_forever())
+        self._shredder = asyncio.create_task(self._shred_forever())
+
+    async def close(self) -> None:
+        """Sign a last checkpoint, then stop."""
+        for task in (self._task, self._shredder):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self.stage.close()
+        self.store.close()
+        if self.checkpointer is not None:
+            self._sign()
+
+    async def _sign_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await asyncio.to_thread(self._sign)
+
+    async def _shred_forever(self) -> None:
+        while True:
+            await asyncio.to_thread(self._shred)
+            await asyncio.sleep(_SHRED_INTERVAL_S)
+
+    def _shred(self) -> None:
+        reader = self.store.reader()
+        try:
+            destroyed = shred_expired(reader, self.retention, datetime.now(UTC))
+            if destroyed:
+                logger.info("audit: destroyed %d expired data keys", len(destroyed))
+        except Exception:
+            logger.exception("audit: destroying expired data keys failed")
+        finally:
+            reader.close()
+
+    def _sign(self) -> None:
+        if self.checkpointer is None:
+            return
+        try:
+            self.checkpointer.run()
+        except Exception:
+            logger.exception("audit: signing checkpoints failed")
+
+
+def _spool_path(settings: Settings) -> Path:
+    return settings.audit_db_path.with_name(settings.audit_db_path.name + ".spool")
