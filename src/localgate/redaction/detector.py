@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+import re2
 
 from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
@@ -28,6 +30,19 @@ class Detector:
     def __init__(self, recognizers: Sequence[Recognizer], min_score: float = 0.5) -> None:
         self.recognizers = tuple(recognizers)
         self.min_score = min_score
+        # One RE2 pass over the text says which prefiltered recognizers can match at all;
+        # the others (names, custom rules) always run.
+        self._always: list[Recognizer] = []
+        self._filtered: list[Recognizer] = []
+        self._prefilter = re2.Set.SearchSet(_re2_options())
+        for recognizer in self.recognizers:
+            pattern = getattr(recognizer, "prefilter", None)
+            if pattern is None:
+                self._always.append(recognizer)
+            else:
+                self._prefilter.Add(pattern)
+                self._filtered.append(recognizer)
+        self._prefilter.Compile()
 
     @classmethod
     def builtin(
@@ -44,13 +59,24 @@ class Detector:
         if not text:
             return []
         scan = Scan.of(fold(text))
+        hits = self._prefilter.Match(scan.folded) or ()
+        active = [*self._always, *(self._filtered[index] for index in hits)]
         found = [
             finding
-            for recognizer in self.recognizers
+            for recognizer in active
             for finding in recognizer.find(scan)
             if finding.score >= self.min_score
         ]
         return _resolve(found)
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    # The combined DFA of all prefilters needs more than RE2's default 8 MB, or RE2
+    # falls back to a much slower engine (measured: 48 us -> 2 us per 165-byte text).
+    options.max_mem = 64 << 20
+    return options
 
 
 def _resolve(findings: list[Finding]) -> list[Finding]:
