@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import orjson
 
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
-from localgate.audit.sqlite_store import SqliteAuditStore
+from localgate.audit.sqlite_store import Receipt, SqliteAuditStore
 from localgate.errors import ServiceUnavailable
 from localgate.pipeline.context import RequestContext
 
@@ -97,11 +98,20 @@ class TrailAudit:
             fields=fields,
             payload=answer,
         )
+        # Not awaited: the client need not wait for it. If the store refuses it, it goes
+        # to the spool (from the writer thread) and is retried; it is never dropped.
+        self._store.submit(record).add_done_callback(
+            lambda future: self._spool_if_failed(future, record)
+        )
+
+    def _spool_if_failed(self, future: Future[Receipt], record: PendingRecord) -> None:
+        if future.exception() is None:
+            return
+        logger.error("audit completion for %s spooled for retry", record.request_id)
         try:
-            await asyncio.shield(asyncio.wrap_future(self._store.submit(record)))
-        except Exception:
-            logger.exception("audit completion for %s spooled for retry", ctx.request_id)
             self._spool.add(record)
+        except OSError:
+            logger.exception("audit completion for %s could not be spooled", record.request_id)
 
     async def _retry_forever(self) -> None:
         while True:

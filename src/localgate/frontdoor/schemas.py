@@ -8,6 +8,7 @@ official SDK relies on. Numbers may be floats where the API takes integers.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from pydantic import (
@@ -43,11 +44,16 @@ class _Message(BaseModel):
         # Both spellings of one field would be forwarded while only one is checked
         # (and later redacted): refuse the ambiguity instead.
         if isinstance(data, dict):
-            for name in cls.model_fields:
-                camel = to_camel(name)
-                if camel != name and camel in data and name in data:
-                    raise ValueError(f"give '{camel}' or '{name}', not both")
+            for camel, snake in _spellings(cls):
+                if camel in data and snake in data:
+                    raise ValueError(f"give '{camel}' or '{snake}', not both")
         return data
+
+
+@cache
+def _spellings(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(camelCase, snake_case) of every field whose two spellings differ."""
+    return tuple((to_camel(name), name) for name in model.model_fields if to_camel(name) != name)
 
 
 class Blob(_Message):
