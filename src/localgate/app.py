@@ -88,7 +88,7 @@ def create_app(settings: Settings) -> ASGIApp:
             if trail is not None:
                 await trail.close()
             await session.close()
-            access_log.close()
+            await access_log.close()
             keys.close()
 
     endpoint = GeminiEndpoint()

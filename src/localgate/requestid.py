@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,7 +19,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex
+        request_id = os.urandom(16).hex()
         scope.setdefault("state", {})["request_id"] = request_id
         header = (b"x-request-id", request_id.encode())
 

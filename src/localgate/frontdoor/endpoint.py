@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -259,6 +258,13 @@ class _StreamResponse(StreamingResponse):
             _finish(self._services, self._ctx, self._status, self._error_status)
 
 
+def _utc(timestamp: float) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. 2026-11-29T22:13:33.123Z."""
+    whole = int(timestamp)
+    millis = int((timestamp - whole) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+
+
 def _finish(
     services: GatewayServices, ctx: RequestContext, status: int, error_status: str | None
 ) -> None:
@@ -271,7 +277,7 @@ def _finish(
     # otherwise use up the bounded set of model labels.
     services.metrics.observe(route_name, model if ctx.principal else None, status, elapsed)
     record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(ctx.received_at, UTC).isoformat(timespec="milliseconds"),
+        "time": _utc(ctx.received_at),
         "request_id": ctx.request_id,
         "tenant": ctx.principal.tenant if ctx.principal else None,
         "key_id": ctx.principal.key_id if ctx.principal else None,

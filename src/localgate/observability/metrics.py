@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -12,6 +14,7 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 # Model names come from clients; past this many distinct ones they are counted as "other",
 # so a client cannot grow the metrics without bound.
 _MAX_MODEL_LABELS = 100
+_MAX_CACHED_SERIES = 10_000
 
 
 class GatewayMetrics:
@@ -55,12 +58,20 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self._models: set[str] = set()
+        # Label lookups cost more than the update; keep the children of busy series.
+        self._series: dict[tuple[str, str | None, int], tuple[Any, Any]] = {}
 
     def observe(self, route: str, model: str | None, status: int, seconds: float) -> None:
         """Count one finished request."""
-        labels = (route, self._model_label(model), str(status))
-        self._requests.labels(*labels).inc()
-        self._latency.labels(*labels).observe(seconds)
+        key = (route, model, status)
+        series = self._series.get(key)
+        if series is None:
+            labels = (route, self._model_label(model), str(status))
+            series = (self._requests.labels(*labels), self._latency.labels(*labels))
+            if len(self._series) < _MAX_CACHED_SERIES:
+                self._series[key] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
