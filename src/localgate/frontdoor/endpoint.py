@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from localgate.errors import InvalidArgument, LocalgateError, MethodNotAllowed
@@ -33,6 +33,7 @@ __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
 logger = logging.getLogger("localgate")
 
 JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
+_JSON_MEDIA_TYPE = JSON_MEDIA_TYPE.encode()
 # Client headers worth passing on; everything else (credentials above all) stays here.
 _FORWARDED_HEADERS = ("x-server-timeout", "user-agent", "x-goog-api-client")
 _FORWARDED_QUERY = {
@@ -75,25 +76,23 @@ class GeminiEndpoint:
 
     async def _handle(
         self, request: Request, ctx: RequestContext, services: GatewayServices
-    ) -> Response:
+    ) -> JsonResponse | _StreamResponse:
         reply: StreamReply | UnaryReply | None = None
         try:
-            ctx.route = route = match_route(request.method, request.url.path)
+            ctx.route = route = match_route(request.method, request.scope["path"])
             check_declared_size(request, services.max_body_bytes)
             inbound = self._inbound(request, route, services.max_body_bytes)
             reply = await services.pipeline.run(ctx, inbound)
             if isinstance(reply, StreamReply):
                 return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
-            response = Response(
-                dump_json(reply.body), media_type=JSON_MEDIA_TYPE, headers=reply.headers
-            )
+            response = JsonResponse(dump_json(reply.body), 200, reply.headers)
         except LocalgateError as exc:
             await _close_stream(reply)
             _finish(services, ctx, exc.code, exc.envelope()["error"].get("status"))
             return error_response(exc)
         except ClientDisconnect:
             _finish(services, ctx, _CLIENT_CLOSED, "CANCELLED")
-            return Response(status_code=_CLIENT_CLOSED)
+            return JsonResponse(b"", _CLIENT_CLOSED)
         except Exception:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
             await _close_stream(reply)
@@ -111,21 +110,23 @@ class GeminiEndpoint:
             validate_body(route.method, route.model, body)
             return body
 
+        has_query = bool(request.scope.get("query_string"))
         framing = None
         if route.method.streams:
-            alt = request.query_params.get("alt", "json")
+            alt = request.query_params.get("alt", "json") if has_query else "json"
             if alt == "sse":
                 framing = Framing.SSE
             elif alt == "json":
                 framing = Framing.JSON_ARRAY
             else:
                 raise InvalidArgument(f"Invalid value for 'alt': {alt!r}; use 'sse' or 'json'.")
-        allowed = _FORWARDED_QUERY.get(route.method, ())
-        query = [
-            (name, value) for name, value in request.query_params.multi_items() if name in allowed
-        ]
-        if not route.method.streams and _INT_ENUMS in request.query_params.multi_items():
-            query.append(_INT_ENUMS)
+        query: list[tuple[str, str]] = []
+        if has_query:
+            allowed = _FORWARDED_QUERY.get(route.method, ())
+            items = request.query_params.multi_items()
+            query = [(name, value) for name, value in items if name in allowed]
+            if not route.method.streams and _INT_ENUMS in items:
+                query.append(_INT_ENUMS)
         return Inbound(
             credential=_credential(request),
             read_body=read_body,
@@ -139,17 +140,38 @@ class GeminiEndpoint:
         )
 
 
-def error_response(error: LocalgateError) -> Response:
+class JsonResponse:
+    """A JSON body with its status: the one response shape of the unary routes.
+
+    Written straight to ASGI: Starlette's ``Response`` spends more on building its
+    headers than the rest of a small answer costs.
+    """
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, body: bytes, status: int, headers: dict[str, str] | None = None) -> None:
+        self.body = body
+        self.status = status
+        self.headers = [
+            (b"content-type", _JSON_MEDIA_TYPE),
+            (b"content-length", str(len(body)).encode()),
+            *(
+                (name.encode("latin-1"), value.encode("latin-1"))
+                for name, value in (headers or {}).items()
+            ),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+def error_response(error: LocalgateError) -> JsonResponse:
     """The Gemini error envelope for ``error``, with its HTTP status."""
     headers = {}
     if isinstance(error, MethodNotAllowed):
         headers["allow"] = ", ".join(error.allowed)
-    return Response(
-        dump_json(error.envelope()),
-        status_code=error.code,
-        media_type=JSON_MEDIA_TYPE,
-        headers=headers,
-    )
+    return JsonResponse(dump_json(error.envelope()), error.code, headers)
 
 
 def _credential(request: Request) -> str | None:
@@ -161,7 +183,7 @@ def _credential(request: Request) -> str | None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     presented = [
         request.headers.get("x-goog-api-key", "").strip(),
-        request.query_params.get("key", "").strip(),
+        request.query_params.get("key", "").strip() if request.scope.get("query_string") else "",
         token.strip() if scheme.lower() == "bearer" else "",
     ]
     given = [value for value in presented if value]
@@ -258,11 +280,15 @@ class _StreamResponse(StreamingResponse):
             _finish(self._services, self._ctx, self._status, self._error_status)
 
 
+_second: list[Any] = [-1, ""]
+
+
 def _utc(timestamp: float) -> str:
     """ISO 8601 UTC with milliseconds, e.g. 2026-11-29T22:13:33.123Z."""
     whole = int(timestamp)
-    millis = int((timestamp - whole) * 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+    if whole != _second[0]:  # formatted once per second
+        _second[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))]
+    return f"{_second[1]}.{int((timestamp - whole) * 1000):03d}Z"
 
 
 def _finish(

@@ -185,7 +185,12 @@ class GeminiUpstream:
             # Never follow redirects: a redirect would carry the Google key and the
             # prompt to whatever host the Location header names.
             response = await self._session.request(
-                method, url, params=query, data=data, headers=headers, allow_redirects=False
+                method,
+                url,
+                params=query or None,
+                data=data,
+                headers=headers,
+                allow_redirects=False,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._translate(exc) from exc
