@@ -34,6 +34,7 @@ bench: $(VENV)/.dev
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || \
 		{ echo "make bench needs wrk (Debian/Ubuntu: apt-get install wrk)"; exit 1; }
 	$(BIN)/python -m bench.run --out docs/benchmarks.md
+	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
