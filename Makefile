@@ -35,6 +35,7 @@ bench: $(VENV)/.dev
 		{ echo "make bench needs wrk (Debian/Ubuntu: apt-get install wrk)"; exit 1; }
 	$(BIN)/python -m bench.run --out docs/benchmarks.md
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
+	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,209 @@
+"""Audit trail benchmark: records/s, the request record's latency, verify time.
+
+    python -m bench.audit --out docs/benchmarks-audit.md [--records N] [--verify-records N]
+
+Targets (from the audit-trail issue): at least 5,000 records/s sustained on SQLite; the
+audit stage adds at most 1 ms at p50 with one request at a time; ``audit verify``
+checks 1,000,000 records in at most 30 s. Everything runs in this process against a
+fresh SQLite file in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from pathlib import Path
+
+from localgate.audit.crypto import CipherSuite, MasterKey
+from localgate.audit.merkle import TreeHasher
+from localgate.audit.records import PendingRecord
+from localgate.audit.sqlite_store import Receipt, SqliteAuditStore
+from localgate.audit.verify import verify_tenant
+
+PAYLOAD = (
+    '{"contents":[{"role":"user","parts":[{"text":"客户[PERSON_1]，手机[CN_MOBILE_1]，'
+    '请起草一封道歉信，说明订单延误的原因并提出补偿方案。"}]}]}'
+).encode()
+
+
+def record(number: int, tenant: str = "bench") -> PendingRecord:
+    """A request record shaped like the gateway's."""
+    return PendingRecord(
+        tenant=tenant,
+        kind="request",
+        request_id=f"{number:016x}",
+        fields={
+            "key_id": "0123456789abcdef",
+            "client": "127.0.0.1",
+            "route": "generateContent",
+            "api_version": "v1beta",
+            "model": "models/gemini-2.5-flash",
+            "redaction": {"CN_MOBILE": {"pseudonymize": 1}, "PERSON": {"pseudonymize": 1}},
+        },
+        payload=PAYLOAD,
+        sent=PAYLOAD,
+        prompt=PAYLOAD,
+    )
+
+
+def open_store(folder: Path, name: str, synchronous: str) -> SqliteAuditStore:
+    """A started store on a new file."""
+    store = SqliteAuditStore(
+        folder / f"{name}.db",
+        MasterKey(MasterKey.generate()),
+        CipherSuite("standard"),
+        synchronous=synchronous,
+    )
+    store.start()
+    return store
+
+
+def sustained(folder: Path, synchronous: str, count: int, in_flight: int) -> float:
+    """Records per second with at most ``in_flight`` records waiting at a time."""
+    store = open_store(folder, f"sustained-{synchronous}-{in_flight}", synchronous)
+    pending: list[Future[Receipt]] = []
+    started = time.perf_counter()
+    for number in range(count):
+        pending.append(store.submit(record(number)))
+        if len(pending) >= in_flight:
+            pending.pop(0).result()
+    for future in pending:
+        future.result()
+    elapsed = time.perf_counter() - started
+    store.close()
+    return count / elapsed
+
+
+def stage_latency(folder: Path, synchronous: str, count: int) -> tuple[float, float]:
+    """p50 and p99 of awaiting one request record at a time, as the gateway does (ms)."""
+    store = open_store(folder, f"latency-{synchronous}", synchronous)
+
+    async def measure() -> list[float]:
+        times = []
+        for number in range(count):
+            started = time.perf_counter()
+            await asyncio.wrap_future(store.submit(record(number)))
+            times.append((time.perf_counter() - started) * 1000)
+        return times
+
+    times = sorted(asyncio.run(measure()))
+    store.close()
+    return statistics.median(times), times[int(len(times) * 0.99)]
+
+
+def verify_time(folder: Path, count: int) -> tuple[float, float]:
+    """Seconds to write ``count`` records, and seconds to verify them."""
+    store = open_store(folder, "verify", "NORMAL")
+    started = time.perf_counter()
+    batch: list[Future[Receipt]] = []
+    for number in range(count):
+        batch.append(store.submit(record(number)))
+        if len(batch) >= 8192:
+            for future in batch:
+                future.result()
+            batch = []
+    for future in batch:
+        future.result()
+    written = time.perf_counter() - started
+    reader = store.reader()
+    store.close()
+    started = time.perf_counter()
+    report = verify_tenant(reader, "bench", TreeHasher("sha256"), CipherSuite("standard"), None)
+    checked = time.perf_counter() - started
+    reader.close()
+    if not report.ok or report.records != count:
+        raise SystemExit(f"verify failed: {report.problem}")
+    return written, checked
+
+
+def main() -> None:
+    """Run every measurement and write the report."""
+    parser = argparse.ArgumentParser(prog="python -m bench.audit")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--latency-records", type=int, default=2_000)
+    parser.add_argument("--verify-records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
+        folder = Path(name)
+        rows = []
+        for synchronous in ("FULL", "NORMAL"):
+            for in_flight in (1, 64):
+                rate = sustained(folder, synchronous, args.records, in_flight)
+                rows.append((synchronous, in_flight, rate))
+                print(f"audit: {synchronous} in flight {in_flight}: {rate:,.0f} records/s")
+        latency = {s: stage_latency(folder, s, args.latency_records) for s in ("FULL", "NORMAL")}
+        print(f"audit: request record latency {latency}")
+        written, checked = verify_time(folder, args.verify_records)
+        print(
+            f"audit: {args.verify_records:,} written in {written:.1f} s, "
+            f"verified in {checked:.1f} s"
+        )
+    args.out.write_text(report(args, rows, latency, written, checked), encoding="utf-8")
+    print(f"audit: wrote {args.out}")
+
+
+def report(
+    args: argparse.Namespace,
+    rows: list[tuple[str, int, float]],
+    latency: dict[str, tuple[float, float]],
+    written: float,
+    checked: float,
+) -> str:
+    """The Markdown report."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    best_full = max(rate for sync, _, rate in rows if sync == "FULL")
+    lines = [
+        "# Audit trail benchmark",
+        "",
+        f"`python -m bench.audit --out {args.out}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"localgate at {commit or 'unknown'}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs. The store writes to a fresh SQLite file (WAL) in a temporary "
+        "folder; each record is a request record shaped like the gateway's (header with "
+        f"redaction counts, HMAC'd prompt, {len(PAYLOAD)}-byte payload encrypted with "
+        "AES-256-GCM, Merkle leaf appended to the tenant's frontier).",
+        "",
+        "## Records per second (one writer thread, group commit)",
+        "",
+        "| synchronous | records waiting at most | records/s |",
+        "|---|---:|---:|",
+        *(f"| {sync} | {flight} | {rate:,.0f} |" for sync, flight, rate in rows),
+        "",
+        f"With 64 records in flight (as under 64 concurrent requests), group commit puts many "
+        f"records in one transaction: **{best_full:,.0f} records/s with every batch fsynced** "
+        f"(target ≥ 5,000: {'met' if best_full >= 5000 else 'missed'}). One record at a time "
+        "pays a whole commit (an fsync with `synchronous: full`) per record.",
+        "",
+        "## The request record's latency (one request at a time)",
+        "",
+        "| synchronous | p50 ms | p99 ms |",
+        "|---|---:|---:|",
+        *(f"| {sync} | {p50:.3f} | {p99:.3f} |" for sync, (p50, p99) in latency.items()),
+        "",
+        f"The gateway awaits the request record before forwarding: this is what the audit "
+        f"stage adds to a request at concurrency 1 (target ≤ 1 ms at p50: "
+        f"{'met' if latency['FULL'][0] <= 1 else 'missed'} with `synchronous: full`). The "
+        "completion record is not awaited.",
+        "",
+        "## Verification",
+        "",
+        f"{args.verify_records:,} records written in {written:.1f} s; `verify` (every header, "
+        f"ciphertext digest and the Merkle root) took **{checked:.1f} s** "
+        f"(target ≤ 30 s: {'met' if checked <= 30 else 'missed'}).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
