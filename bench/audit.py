@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from localgate.audit.crypto import CipherSuite, MasterKey
+from localgate.audit.database import sqlite_at
 from localgate.audit.merkle import TreeHasher
 from localgate.audit.records import PendingRecord
-from localgate.audit.sqlite_store import Receipt, SqliteAuditStore
+from localgate.audit.store import AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
 
 PAYLOAD = (
@@ -54,10 +55,10 @@ def record(number: int, tenant: str = "bench") -> PendingRecord:
     )
 
 
-def open_store(folder: Path, name: str, synchronous: str) -> SqliteAuditStore:
+def open_store(folder: Path, name: str, synchronous: str) -> AuditStore:
     """A started store on a new file."""
-    store = SqliteAuditStore(
-        folder / f"{name}.db",
+    store = AuditStore(
+        sqlite_at(folder / f"{name}.db"),
         MasterKey(MasterKey.generate()),
         CipherSuite("standard"),
         synchronous=synchronous,

@@ -53,6 +53,7 @@ ENV_DATA_DIR = "LOCALGATE_DATA_DIR"
 ENV_UPSTREAM_URL = "LOCALGATE_UPSTREAM_URL"
 ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
 ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
+ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
 
 
 class _Section(BaseModel):
@@ -180,6 +181,8 @@ class ProxySettings(_Section):
 class AuditSettings(_Section):
     """The tamper-evident audit trail (on when proxy.enable_audit is true)."""
 
+    store: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
     sqlite_path: Path | None = None
     synchronous: Literal["full", "normal"] = "full"
     suite: Literal["standard", "sm"] = "standard"
@@ -233,6 +236,15 @@ class Settings(_Section):
                         f"{where}.{entity_type}: unknown type; known types are "
                         + ", ".join(sorted(known))
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_dsn(self) -> Settings:
+        if self.audit.store == "postgres" and not self.audit.postgres_dsn:
+            raise ValueError(
+                "audit.postgres_dsn: required when audit.store is postgres "
+                "(or set LOCALGATE_AUDIT_POSTGRES_DSN)"
+            )
         return self
 
     def redaction_for(self, tenant: str) -> RedactionSettings:
@@ -325,6 +337,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     if env.get(ENV_DATA_DIR):
         raw["data_dir"] = env[ENV_DATA_DIR]
+    if env.get(ENV_AUDIT_DSN):
+        audit = raw.get("audit")
+        if audit is None:
+            audit = raw["audit"] = {}
+        if isinstance(audit, dict):
+            audit["postgres_dsn"] = env[ENV_AUDIT_DSN]
     if env.get(ENV_UPSTREAM_URL):
         upstream = raw.get("upstream")
         if upstream is None:

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from localgate.audit.sqlite_store import AuditReader
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.testing import FakeGemini
 from tests.conftest import wait_until
@@ -95,7 +96,7 @@ def test_kill_9_under_load_loses_no_acknowledged_request(
     restarted.send_signal(signal.SIGTERM)  # a clean stop signs a checkpoint
     restarted.wait(timeout=30)
 
-    reader = AuditReader(data / "audit.db")
+    reader = AuditReader(SqliteDatabase(data / "audit.db"))
     recorded = {r.request_id for r in reader.records("acme") if r.kind == "request"}
     reader.close()
     verified = CliRunner().invoke(main, ["audit", "verify"])

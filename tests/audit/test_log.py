@@ -10,8 +10,9 @@ import pytest
 from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey
+from localgate.audit.database import SqliteDatabase, sqlite_at
 from localgate.audit.records import PendingRecord, canonical, parse_header
-from localgate.audit.sqlite_store import AuditReader, SqliteAuditStore
+from localgate.audit.store import AuditReader, AuditStore
 from localgate.audit.verify import verify_tenant
 
 SIGNER = CheckpointSigner.generate("test-log")
@@ -31,7 +32,7 @@ def record(tenant: str, number: int) -> PendingRecord:
 @pytest.fixture(params=["standard", "sm"])
 def log(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, CipherSuite]:
     suite = CipherSuite(request.param)
-    store = SqliteAuditStore(tmp_path / "audit.db", MasterKey(MasterKey.generate()), suite)
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), MasterKey(MasterKey.generate()), suite)
     store.start()
     futures = [store.submit(record(tenant, n)) for n in range(20) for tenant in ("acme", "globex")]
     receipts = [future.result(timeout=10) for future in futures]
@@ -44,7 +45,7 @@ def log(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, CipherSui
 
 
 def verify(path: Path, suite: CipherSuite, tenant: str = "acme") -> str:
-    reader = AuditReader(path)
+    reader = AuditReader(SqliteDatabase(path))
     hasher_name = "sha256" if suite.name == "standard" else "sm3"
     from localgate.audit.merkle import TreeHasher
 
@@ -174,7 +175,7 @@ def test_consistently_rewritten_log_fails_against_the_signed_checkpoint(
 def test_checkpoint_signed_by_another_key_is_refused(log: tuple[Path, CipherSuite]) -> None:
     path, suite = log
     intruder = CheckpointSigner.generate("test-log")
-    reader = AuditReader(path)
+    reader = AuditReader(SqliteDatabase(path))
     from localgate.audit.merkle import TreeHasher
 
     report = verify_tenant(
@@ -192,7 +193,7 @@ def test_checkpoint_signed_by_another_key_is_refused(log: tuple[Path, CipherSuit
 
 def test_a_log_keeps_its_suite(tmp_path: Path) -> None:
     master = MasterKey(MasterKey.generate())
-    SqliteAuditStore(tmp_path / "a.db", master, CipherSuite("standard")).close()
+    AuditStore(sqlite_at(tmp_path / "a.db"), master, CipherSuite("standard")).close()
 
     with pytest.raises(ValueError, match="uses the 'standard' suite"):
-        SqliteAuditStore(tmp_path / "a.db", master, CipherSuite("sm"))
+        AuditStore(sqlite_at(tmp_path / "a.db"), master, CipherSuite("sm"))

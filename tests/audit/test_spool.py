@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from localgate.audit.crypto import CipherSuite, MasterKey
+from localgate.audit.database import sqlite_at
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
-from localgate.audit.sqlite_store import Receipt, SqliteAuditStore
 from localgate.audit.stage import TrailAudit
+from localgate.audit.store import AuditStore, Receipt
 from localgate.frontdoor.routes import match_route
 from localgate.identity import Principal
 from localgate.pipeline.context import RequestContext
@@ -29,7 +30,7 @@ def test_refused_completion_is_spooled_encrypted_and_written_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     master = MasterKey(MasterKey.generate())
-    store = SqliteAuditStore(tmp_path / "audit.db", master, CipherSuite("standard"))
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
     stage = TrailAudit(store, spool)

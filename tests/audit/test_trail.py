@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from localgate.audit.sqlite_store import SqliteAuditStore
+from localgate.audit.store import AuditStore
 from localgate.cli import main
 from localgate.testing import FakeGemini
 from tests.conftest import RunningGateway, run_gateway
@@ -96,7 +96,7 @@ def test_audit_failure_refuses_the_request(
     def broken(*args: object) -> object:
         raise OSError("disk full")
 
-    monkeypatch.setattr(SqliteAuditStore, "_append", broken)
+    monkeypatch.setattr(AuditStore, "_append", broken)
 
     with gateway.client() as http:
         response = http.post(

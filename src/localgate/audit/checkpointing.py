@@ -14,7 +14,7 @@ from pathlib import Path
 
 from localgate.audit.checkpoint import Checkpoint, CheckpointSigner
 from localgate.audit.merkle import Frontier, TreeHasher
-from localgate.audit.sqlite_store import AuditReader
+from localgate.audit.store import AuditReader
 
 __all__ = ["Checkpointer", "origin_of"]
 

@@ -17,8 +17,8 @@ from localgate.audit.keyring import Keyring
 from localgate.audit.merkle import TreeHasher, inclusion_proof, verify_inclusion
 from localgate.audit.records import parse_header
 from localgate.audit.retention import shred_expired
-from localgate.audit.sqlite_store import AuditReader, StoredRecord, associated_data
-from localgate.audit.trail import master_key, signer
+from localgate.audit.store import AuditReader, StoredRecord, associated_data
+from localgate.audit.trail import database, master_key, signer
 from localgate.audit.verify import verify_tenant
 from localgate.cliconfig import config_option, load_or_exit
 from localgate.config import Settings
@@ -32,9 +32,9 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 def _reader(settings: Settings) -> AuditReader:
-    if not settings.audit_db_path.exists():
+    if settings.audit.store == "sqlite" and not settings.audit_db_path.exists():
         raise click.ClickException(f"no audit log at {settings.audit_db_path}")
-    return AuditReader(settings.audit_db_path)
+    return AuditReader(database(settings)())
 
 
 def _suite(reader: AuditReader) -> CipherSuite:
@@ -287,13 +287,13 @@ def rotate_key(ctx: click.Context, new_key_file: Path) -> None:
     rows = reader.db.execute(
         "SELECT key_id, wrapped FROM audit_keys WHERE wrapped IS NOT NULL"
     ).fetchall()
-    reader.db.execute("BEGIN IMMEDIATE")
+    reader.db.begin()
     for key_id, wrapped in rows:
         reader.db.execute(
             "UPDATE audit_keys SET wrapped=?, master_key_id=? WHERE key_id=?",
             (new.wrap(old.unwrap(wrapped, key_id), key_id), new.key_id, key_id),
         )
-    reader.db.execute("COMMIT")
+    reader.db.commit()
     reader.close()
     click.echo(
         f"re-wrapped {len(rows)} data keys under master key {new.key_id}. Point "

@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from datetime import UTC, datetime
 
 from localgate.audit.crypto import CipherSuite, DecryptionError, MasterKey
+from localgate.audit.database import Database
 
 __all__ = ["KeyDestroyed", "Keyring"]
-
-KEYS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit_keys (
-    key_id        TEXT PRIMARY KEY,
-    tenant        TEXT NOT NULL,
-    purpose       TEXT NOT NULL,
-    period        TEXT NOT NULL,
-    wrapped       BLOB,
-    master_key_id TEXT NOT NULL,
-    created_at    TEXT NOT NULL,
-    destroyed_at  TEXT,
-    UNIQUE (tenant, purpose, period)
-);
-"""
 
 
 class KeyDestroyed(DecryptionError):
@@ -32,7 +18,7 @@ class KeyDestroyed(DecryptionError):
 class Keyring:
     """Finds or creates data keys; one per tenant, purpose and period."""
 
-    def __init__(self, db: sqlite3.Connection, master: MasterKey, suite: CipherSuite) -> None:
+    def __init__(self, db: Database, master: MasterKey, suite: CipherSuite) -> None:
         self._db = db
         self._master = master
         self._suite = suite

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from localgate.audit.sqlite_store import AuditReader
+from localgate.audit.store import AuditReader
 from localgate.config import AuditSettings
 
 __all__ = ["shred_expired"]

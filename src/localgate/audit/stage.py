@@ -13,7 +13,7 @@ import orjson
 
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
-from localgate.audit.sqlite_store import Receipt, SqliteAuditStore
+from localgate.audit.store import AuditStore, Receipt
 from localgate.errors import ServiceUnavailable
 from localgate.pipeline.context import RequestContext
 
@@ -26,9 +26,7 @@ _RETRY_SECONDS = 2.0
 class TrailAudit:
     """Writes each request's records to the tenant's tamper-evident log."""
 
-    def __init__(
-        self, store: SqliteAuditStore, spool: Spool, *, store_original: bool = False
-    ) -> None:
+    def __init__(self, store: AuditStore, spool: Spool, *, store_original: bool = False) -> None:
         self._store = store
         self._spool = spool
         self._store_original = store_original

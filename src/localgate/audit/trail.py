@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,16 +14,25 @@ from pathlib import Path
 from localgate.audit.checkpoint import CheckpointSigner, load_signer, write_key_file
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
+from localgate.audit.database import Database, PostgresDatabase, sqlite_at
 from localgate.audit.retention import shred_expired
 from localgate.audit.spool import Spool
-from localgate.audit.sqlite_store import SqliteAuditStore
 from localgate.audit.stage import TrailAudit
+from localgate.audit.store import AuditStore
 from localgate.config import ENV_AUDIT_MASTER_KEY, AuditSettings, Settings
 
-__all__ = ["AuditTrail", "master_key", "signer"]
+__all__ = ["AuditTrail", "database", "master_key", "signer"]
 
 logger = logging.getLogger("localgate.audit")
 _SHRED_INTERVAL_S = 3600.0
+
+
+def database(settings: Settings) -> Callable[[], Database]:
+    """Opens connections to the configured audit database."""
+    if settings.audit.store == "postgres" and settings.audit.postgres_dsn:
+        dsn = settings.audit.postgres_dsn
+        return lambda: PostgresDatabase(dsn)
+    return sqlite_at(settings.audit_db_path)
 
 
 def master_key(settings: Settings, *, create: bool) -> MasterKey:
@@ -49,7 +59,7 @@ def signer(settings: Settings, *, create: bool) -> CheckpointSigner | None:
 class AuditTrail:
     """The running audit trail of a gateway."""
 
-    store: SqliteAuditStore
+    store: AuditStore
     stage: TrailAudit
     checkpointer: Checkpointer | None
     interval_s: float
@@ -61,8 +71,8 @@ class AuditTrail:
     def open(cls, settings: Settings) -> AuditTrail:
         """Open the store (creating keys on first use, in the data directory)."""
         master = master_key(settings, create=True)
-        store = SqliteAuditStore(
-            settings.audit_db_path,
+        store = AuditStore(
+            database(settings),
             master,
             CipherSuite(settings.audit.suite),
             key_period=settings.audit.key_period,

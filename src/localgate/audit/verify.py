@@ -25,7 +25,7 @@ from localgate.audit.checkpoint import Checkpoint, CheckpointError, CheckpointVe
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.merkle import Frontier, TreeHasher
 from localgate.audit.records import parse_header
-from localgate.audit.sqlite_store import AuditReader
+from localgate.audit.store import AuditReader
 
 __all__ = ["Problem", "TenantReport", "verify_tenant"]
 
@@ -125,7 +125,7 @@ def verify_tenant(
 def _check_record(
     record: object, position: int, tenant: str, hasher: TreeHasher, suite: CipherSuite
 ) -> Problem | None:
-    from localgate.audit.sqlite_store import StoredRecord
+    from localgate.audit.store import StoredRecord
 
     if not isinstance(record, StoredRecord):
         return Problem(position, "modified", "unreadable row")

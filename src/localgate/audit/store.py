@@ -1,4 +1,4 @@
-"""The audit log in SQLite (WAL): one writer thread, group commit, one Merkle log per tenant.
+"""The audit store: one writer thread, group commit, one Merkle log per tenant.
 
 All writes go through one thread fed by a queue. It takes whatever has arrived, then
 in one ``BEGIN IMMEDIATE`` transaction gives each record the next sequence number of
@@ -15,58 +15,23 @@ from __future__ import annotations
 
 import logging
 import queue
-import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from localgate.audit.crypto import CipherSuite, MasterKey
-from localgate.audit.keyring import KEYS_SCHEMA, Keyring
+from localgate.audit.database import Database
+from localgate.audit.keyring import Keyring
 from localgate.audit.merkle import Frontier, TreeHasher
 from localgate.audit.records import FORMAT_VERSION, PendingRecord, canonical
 
-__all__ = ["Receipt", "SqliteAuditStore", "StoredRecord"]
+__all__ = ["AuditReader", "AuditStore", "Receipt", "StoredRecord", "associated_data"]
 
 logger = logging.getLogger("localgate.audit")
 
-SCHEMA = (
-    KEYS_SCHEMA
-    + """
-CREATE TABLE IF NOT EXISTS audit_log (
-    tenant      TEXT NOT NULL,
-    seq         INTEGER NOT NULL,
-    kind        TEXT NOT NULL,
-    request_id  TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    header      BLOB,
-    payload     BLOB,
-    original    BLOB,
-    leaf_hash   BLOB NOT NULL,
-    PRIMARY KEY (tenant, seq)
-);
-CREATE INDEX IF NOT EXISTS audit_log_request ON audit_log (request_id);
-CREATE TABLE IF NOT EXISTS audit_frontier (
-    tenant TEXT PRIMARY KEY,
-    size   INTEGER NOT NULL,
-    state  BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
-    tenant     TEXT NOT NULL,
-    size       INTEGER NOT NULL,
-    note       TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (tenant, size)
-);
-CREATE TABLE IF NOT EXISTS audit_meta (
-    name  TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-"""
-)
 _MAX_BATCH = 1024
 # Read as bytes whatever type a row was altered to: a tampered row must be reported,
 # not crash the verifier.
@@ -98,29 +63,19 @@ class StoredRecord:
     leaf_hash: bytes
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection to the audit database with the schema in place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA busy_timeout=10000")
-    db.executescript(SCHEMA)
-    return db
-
-
-class SqliteAuditStore:
+class AuditStore:
     """Appends records durably; reads them back for verification and export."""
 
     def __init__(
         self,
-        path: Path,
+        connect: Callable[[], Database],
         master: MasterKey,
         suite: CipherSuite,
         *,
         key_period: str = "day",
         synchronous: str = "FULL",
     ) -> None:
-        self.path = path
+        self._connect = connect
         self.suite = suite
         self.hasher = TreeHasher("sha256" if suite.name == "standard" else "sm3")
         self._master = master
@@ -130,7 +85,7 @@ class SqliteAuditStore:
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None
-        self._db = connect(path)
+        self._db = connect()
         self._check_suite()
         self.keyring = Keyring(self._db, master, suite)
 
@@ -138,7 +93,8 @@ class SqliteAuditStore:
 
     def start(self) -> None:
         """Start the writer thread."""
-        self._db.execute(f"PRAGMA synchronous={self._synchronous}")
+        if self._db.dialect == "sqlite":
+            self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
         self._thread.start()
 
@@ -182,7 +138,8 @@ class SqliteAuditStore:
     def _write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
         receipts: list[Receipt] = []
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._db.begin()
+            self._db.lock_logs([record.tenant for record, _ in batch])
             frontiers: dict[str, Frontier] = {}
             now = datetime.now(UTC)
             for record, _ in batch:
@@ -196,11 +153,11 @@ class SqliteAuditStore:
                     "ON CONFLICT (tenant) DO UPDATE SET size=excluded.size, state=excluded.state",
                     (tenant, frontier.size, frontier.to_bytes()),
                 )
-            self._db.execute("COMMIT")
+            self._db.commit()
         except Exception as exc:
             logger.exception("audit batch of %d records failed", len(batch))
             if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+                self._db.rollback()
             self.keyring.forget()
             for _, future in batch:
                 future.set_exception(exc)
@@ -283,15 +240,15 @@ class SqliteAuditStore:
             )
         elif row[0] != self.suite.name:
             raise ValueError(
-                f"the audit log at {self.path} uses the '{row[0]}' suite; the configuration "
-                f"asks for '{self.suite.name}'. A log keeps its suite for life."
+                f"the audit log uses the '{row[0]}' suite; the configuration asks for "
+                f"'{self.suite.name}'. A log keeps its suite for life."
             )
 
     # -- reading ------------------------------------------------------------------------
 
     def reader(self) -> AuditReader:
         """A read connection (safe beside the writer: WAL readers do not block)."""
-        return AuditReader(self.path)
+        return AuditReader(self._connect())
 
 
 def associated_data(tenant: str, seq: int, purpose: str) -> bytes:
@@ -302,8 +259,8 @@ def associated_data(tenant: str, seq: int, purpose: str) -> bytes:
 class AuditReader:
     """Reads the audit log (the CLI, verification, checkpointing)."""
 
-    def __init__(self, path: Path) -> None:
-        self.db = connect(path)
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def close(self) -> None:
         """Close the connection."""
@@ -368,7 +325,7 @@ class AuditReader:
     def add_checkpoint(self, tenant: str, size: int, note: str) -> None:
         """Store a signed checkpoint."""
         self.db.execute(
-            "INSERT OR IGNORE INTO audit_checkpoints (tenant, size, note, created_at) "
-            "VALUES (?,?,?,?)",
+            "INSERT INTO audit_checkpoints (tenant, size, note, created_at) "
+            "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
             (tenant, size, note, datetime.now(UTC).isoformat(timespec="seconds")),
         )
