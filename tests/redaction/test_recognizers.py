@@ -107,3 +107,19 @@ def test_patterns_only_detector_skips_names() -> None:
     text = "客户张伟，手机13812345678"
 
     assert found(Detector.builtin(names=False), text) == [("13812345678", "CN_MOBILE")]
+
+
+def test_private_key_blocks_without_an_end_are_found_once(detector: Detector) -> None:
+    unterminated = "-----BEGIN PRIVATE KEY-----\nAAAA\n" * 1000
+
+    findings = detector.detect("x " + unterminated)
+
+    assert [(f.start, f.end, f.type) for f in findings] == [
+        (2, 2 + len(unterminated), "API_SECRET")
+    ]
+
+
+def test_public_keys_are_not_secrets(detector: Detector) -> None:
+    text = "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----"
+
+    assert found(detector, text) == []

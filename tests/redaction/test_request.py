@@ -131,3 +131,80 @@ def test_mask_allow_and_partial_mask(detector: Detector) -> None:
     # A value too short to keep both ends is replaced entirely.
     assert partial.redact(text, "x") == "138****5678 [REDACTED]"
     assert ("EMAIL", "allow") in full.counts
+
+
+# -- fields the redactor does not know about still get scanned (review findings) -------
+
+
+def test_snake_case_and_unknown_fields_are_scanned(detector: Detector) -> None:
+    body = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"executableCode": {"code": "x"}, "executable_code": {"code": f"call {PHONE}"}},
+                    {"code_execution_result": {"output": f"dialled {PHONE}"}},
+                ],
+                "futureField": f"note {PHONE}",
+            }
+        ],
+        "someNewTopLevelField": {"deep": [f"{PHONE}"]},
+    }
+
+    out = redact_request_body(GeminiMethod.GENERATE_CONTENT, body, session(detector))
+
+    assert PHONE not in str(out)
+
+
+def test_multimodal_function_response_parts_are_scanned(detector: Detector) -> None:
+    data = base64.b64encode(f"客户电话 {PHONE}".encode()).decode()
+    part = {
+        "functionResponse": {
+            "name": "lookup",
+            "response": {"ok": True},
+            "parts": [{"inlineData": {"mimeType": "text/plain", "data": data}}],
+        }
+    }
+    image = {
+        "functionResponse": {
+            "name": "f",
+            "parts": [{"inlineData": {"mimeType": "image/png", "data": "AA=="}}],
+        }
+    }
+
+    out = redact_request_body(
+        GeminiMethod.GENERATE_CONTENT, {"contents": [{"parts": [part]}]}, session(detector)
+    )
+    with pytest.raises(InvalidArgument, match=r"functionResponse\.parts"):
+        redact_request_body(
+            GeminiMethod.GENERATE_CONTENT, {"contents": [{"parts": [image]}]}, session(detector)
+        )
+
+    sent = out["contents"][0]["parts"][0]["functionResponse"]["parts"][0]["inlineData"]["data"]
+    assert PHONE not in base64.b64decode(sent).decode()
+
+
+def test_keys_that_carry_data_are_scanned_and_signatures_left_alone(detector: Detector) -> None:
+    body = {
+        "contents": [
+            {
+                "parts": [
+                    {"functionResponse": {"name": "f", "response": {"li@example.com": "vip"}}},
+                    {"text": "ok", "thoughtSignature": "CoMBAdHtim13812345678AAAA"},
+                ]
+            }
+        ]
+    }
+
+    out = redact_request_body(GeminiMethod.GENERATE_CONTENT, body, session(detector))
+
+    assert out["contents"][0]["parts"][0]["functionResponse"]["response"] == {"[EMAIL_1]": "vip"}
+    assert out["contents"][0]["parts"][1]["thoughtSignature"] == "CoMBAdHtim13812345678AAAA"
+
+
+def test_non_utf8_text_blobs_cannot_be_scanned(detector: Detector) -> None:
+    utf16 = base64.b64encode(f"call {PHONE}".encode("utf-16-le")).decode()
+    for mime in ("text/plain", "text/plain; charset=utf-16"):
+        body = {"contents": [{"parts": [{"inlineData": {"mimeType": mime, "data": utf16}}]}]}
+        with pytest.raises(InvalidArgument, match="binary_data"):
+            redact_request_body(GeminiMethod.GENERATE_CONTENT, body, session(detector))

@@ -197,7 +197,10 @@ def _restore_strings(value: Any, pseudonyms: Pseudonyms, scanner: AnswerScanner 
         restored = pseudonyms.restore(value)
         return scanner.mask_new_values(restored) if scanner else restored
     if isinstance(value, dict):
-        return {key: _restore_strings(item, pseudonyms, scanner) for key, item in value.items()}
+        return {
+            pseudonyms.restore(key): _restore_strings(item, pseudonyms, scanner)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_restore_strings(item, pseudonyms, scanner) for item in value]
     return value

@@ -171,7 +171,7 @@ def _secret(value: str) -> bool:
 
 _SECRET_PREFIXES = (
     "AKIA", "ASIA", "AIza", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "xox", "eyJ", "-----BEGIN",
+    "xox", "eyJ",
 )  # fmt: skip
 _CARD_CONTEXT = ("卡号", "银行卡", "信用卡", "借记卡", "储蓄卡", "card", "账号", "帐号")
 _ID_CONTEXT = ("身份证", "证件号", "公民身份", "id card", "id no", "identity")
@@ -186,10 +186,11 @@ _CARD_SHAPES = (
 )
 
 
-def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
+def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...]:
     """Every built-in pattern recognizer, compiled."""
     c = re.compile
     return (
+        PrivateKeyRecognizer(),
         PatternRecognizer(
             "CN_MOBILE",
             c(
@@ -373,13 +374,44 @@ def builtin_recognizers() -> tuple[PatternRecognizer, ...]:
                 r"|xox[abposr]-[A-Za-z0-9-]{10,}"
                 r"|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}"
                 r")(?![A-Za-z0-9_-])"
-                r"|-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*"
-                r"PRIVATE KEY-----"
             ),
             _secret,
             score=0.95,
             anchored=False,
             needs=_SECRET_PREFIXES,
-            prefilter=r"AKIA|ASIA|AIza|sk-|gh[pousr]_|github_pat_|xox[abposr]-|eyJ|-----BEGIN",
+            prefilter=r"AKIA|ASIA|AIza|sk-|gh[pousr]_|github_pat_|xox[abposr]-|eyJ",
         ),
     )
+
+
+class PrivateKeyRecognizer:
+    """PEM private-key blocks, found in linear time.
+
+    A lazy ``BEGIN … END`` regular expression rescans the rest of the text for every
+    BEGIN without an END: quadratic, and a ready denial of service. Here each BEGIN
+    marker is followed by one forward search for its END, and the scan resumes after it.
+    """
+
+    type = "API_SECRET"
+    prefilter = "-----BEGIN"
+
+    def find(self, scan: Scan) -> Iterator[Finding]:
+        """PEM blocks whose label ends in PRIVATE KEY (public keys are not secrets)."""
+        text = scan.folded
+        position = 0
+        while True:
+            begin = _PEM_BEGIN.search(text, position)
+            if begin is None:
+                return
+            label = begin.group(1)
+            end_marker = f"-----END {label}-----"
+            end = text.find(end_marker, begin.end())
+            if end < 0:
+                # No END: the rest is the key's body as far as anyone can tell.
+                yield Finding(begin.start(), len(text), self.type, 0.9)
+                return
+            yield Finding(begin.start(), end + len(end_marker), self.type, 0.95)
+            position = end + len(end_marker)
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY)-----")

@@ -1,18 +1,20 @@
-"""Every text-bearing field of a Gemini request, on every route, through the redactor.
+"""Every string of a Gemini request, on every route, through the redactor.
 
-Covered: ``contents[].parts[].text``, ``systemInstruction``, every string inside
-``functionCall.args`` and ``functionResponse.response``, executable code and its
-output, ``inlineData`` whose MIME type is text-like (decoded, redacted, re-encoded),
-the content (and title) of ``embedContent``/``batchEmbedContents`` requests, and the
-nested request of ``countTokens``. ``inlineData`` of other types and ``fileData``
-cannot be read, so the policy's ``binary_data`` decides whether they may pass.
-Field names are accepted in both camelCase and snake_case, as the API accepts them.
+The walk does not rely on knowing which fields carry text: a field it does not know
+(a new API field, a snake_case spelling, a key added by ``extra_body``) could otherwise
+carry personal data around the redactor. So every string value is scanned — text parts,
+system instruction, function arguments and responses, code, titles, unknown fields —
+and so is every dict key that is not a plain field name. Exceptions: short letter-only
+strings (roles, enum values), ``thoughtSignature`` (opaque, must be echoed unchanged),
+and ``inlineData``/``fileData``: text-like MIME types in UTF-8 are decoded, redacted and
+re-encoded; anything else cannot be read, so the policy's ``binary_data`` decides.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 from localgate.frontdoor.routes import GeminiMethod
@@ -36,115 +38,84 @@ _TEXT_MIME_TYPES = frozenset(
 
 
 def redact_request_body(method: GeminiMethod, body: Any, session: RedactionSession) -> Any:
-    """Redact ``body`` in place (and return it) for ``method``."""
+    """Redact every string in ``body`` (and return the redacted copy)."""
+    del method  # every route is walked the same way: all strings, whatever the field
     if not isinstance(body, dict):
         return body
-    if method in (GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENERATE_CONTENT):
-        _generate_request(body, "", session)
-    elif method is GeminiMethod.COUNT_TOKENS:
-        _generate_request(body, "", session)
-        nested = _get(body, "generateContentRequest")
-        if isinstance(nested, dict):
-            _generate_request(nested, _key_path(body, "generateContentRequest") + ".", session)
-    elif method is GeminiMethod.EMBED_CONTENT:
-        _embed_request(body, "", session)
-    elif method is GeminiMethod.BATCH_EMBED_CONTENTS:
-        for index, request in enumerate(body.get("requests") or []):
-            if isinstance(request, dict):
-                _embed_request(request, f"requests[{index}].", session)
-    return body
+    return _value(body, "", session)
 
 
-def _key(container: dict[str, Any], camel: str) -> str | None:
-    if camel in container:
-        return camel
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
-    return snake if snake in container else None
+def _value(value: Any, path: str, session: RedactionSession) -> Any:
+    if isinstance(value, str):
+        if _IDENTIFIER.fullmatch(value):
+            return value  # enum values, roles, function names: nothing a recognizer finds
+        return session.redact(value, path or "<body>", original=path.endswith(".text"))
+    if isinstance(value, list):
+        return [_value(item, f"{path}[{index}]", session) for index, item in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else key
+        if key in _OPAQUE:
+            out[key] = item  # must be echoed back unchanged, and carries no text
+        elif key in _BLOBS and isinstance(item, dict):
+            out[key] = _blob(item, where, session)
+        elif key in _FILES:
+            blob = item if isinstance(item, dict) else {}
+            session.refuse_binary(where, str(_get(blob, "mimeType") or ""))
+            out[key] = item
+        else:
+            # Keys are data too when they are not plain field names (tool output keyed by
+            # e-mail address, say).
+            name = key if _FIELD_NAME.fullmatch(key) else session.redact(key, f"{where} (key)")
+            out[name] = _value(item, where, session)
+    return out
+
+
+# Short letter-only strings: "user", "STRING", "BLOCK_ONLY_HIGH", "get_weather". Longer
+# ones are scanned: an AWS key id can be letters only, but is 20 characters.
+_IDENTIFIER = re.compile(r"[A-Za-z_]{1,16}")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_OPAQUE = frozenset({"thoughtSignature", "thought_signature"})
+_BLOBS = frozenset({"inlineData", "inline_data"})
+_FILES = frozenset({"fileData", "file_data"})
+_TEXT_CHARSETS = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})
 
 
 def _get(container: dict[str, Any], camel: str) -> Any:
-    key = _key(container, camel)
-    return container[key] if key is not None else None
+    if camel in container:
+        return container[camel]
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+    return container.get(snake)
 
 
-def _key_path(container: dict[str, Any], camel: str) -> str:
-    return _key(container, camel) or camel
-
-
-def _generate_request(body: dict[str, Any], prefix: str, session: RedactionSession) -> None:
-    for index, content in enumerate(body.get("contents") or []):
-        _content(content, f"{prefix}contents[{index}]", session)
-    key = _key(body, "systemInstruction")
-    if key is not None:
-        _content(body[key], f"{prefix}{key}", session)
-
-
-def _embed_request(body: dict[str, Any], prefix: str, session: RedactionSession) -> None:
-    _content(body.get("content"), f"{prefix}content", session)
-    if isinstance(body.get("title"), str):
-        body["title"] = session.redact(body["title"], f"{prefix}title")
-
-
-def _content(content: Any, path: str, session: RedactionSession) -> None:
-    if not isinstance(content, dict):
-        return
-    for index, part in enumerate(content.get("parts") or []):
-        if isinstance(part, dict):
-            _part(part, f"{path}.parts[{index}]", session)
-
-
-def _part(part: dict[str, Any], path: str, session: RedactionSession) -> None:
-    if isinstance(part.get("text"), str):
-        part["text"] = session.redact(part["text"], f"{path}.text")
-    for camel, field in (("functionCall", "args"), ("functionResponse", "response")):
-        key = _key(part, camel)
-        if key is not None and isinstance(part[key], dict):
-            call = part[key]
-            if field in call:
-                call[field] = _strings(call[field], f"{path}.{key}.{field}", session)
-    for camel, field in (("executableCode", "code"), ("codeExecutionResult", "output")):
-        key = _key(part, camel)
-        if (
-            key is not None
-            and isinstance(part[key], dict)
-            and isinstance(part[key].get(field), str)
-        ):
-            part[key][field] = session.redact(part[key][field], f"{path}.{key}.{field}")
-    key = _key(part, "inlineData")
-    if key is not None and isinstance(part[key], dict):
-        _blob(part[key], f"{path}.{key}", session)
-    key = _key(part, "fileData")
-    if key is not None:
-        blob = part[key] if isinstance(part[key], dict) else {}
-        session.refuse_binary(f"{path}.{key}", str(_get(blob, "mimeType") or ""))
-
-
-def _strings(value: Any, path: str, session: RedactionSession) -> Any:
-    """Every string inside a JSON value, redacted; keys and other values as they are."""
-    if isinstance(value, str):
-        return session.redact(value, path)
-    if isinstance(value, dict):
-        return {key: _strings(item, f"{path}.{key}", session) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_strings(item, f"{path}[{index}]", session) for index, item in enumerate(value)]
-    return value
-
-
-def _blob(blob: dict[str, Any], path: str, session: RedactionSession) -> None:
-    mime_type = str(_get(blob, "mimeType") or "").split(";")[0].strip().lower()
+def _blob(blob: dict[str, Any], path: str, session: RedactionSession) -> dict[str, Any]:
+    declared = str(_get(blob, "mimeType") or "")
+    mime_type, _, parameters = declared.partition(";")
+    mime_type = mime_type.strip().lower()
+    charset = ""
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
     textual = mime_type.startswith(_TEXT_MIME_PREFIXES) or mime_type in _TEXT_MIME_TYPES
     data = blob.get("data")
-    if not textual or not isinstance(data, str):
+    if not textual or not isinstance(data, str) or charset not in _TEXT_CHARSETS:
         session.refuse_binary(path, mime_type)
-        return
+        return blob
     try:
         padded = data + "=" * (-len(data) % 4)
         raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
         text = raw.decode("utf-8")
     except (binascii.Error, ValueError):
-        # Declared as text but not decodable as UTF-8 text: it cannot be checked.
+        text = "\x00"  # not decodable as UTF-8 text: it cannot be checked
+    if "\x00" in text:
+        # NULs mean another encoding (UTF-16 decodes as "valid" UTF-8 with NULs between
+        # the digits): it cannot be checked.
         session.refuse_binary(path, mime_type)
-        return
-    redacted = session.redact(text, f"{path}.data")
-    if redacted != text:
-        blob["data"] = base64.b64encode(redacted.encode("utf-8")).decode("ascii")
+        return blob
+    redacted = session.redact(text, f"{path}.data", original=True)
+    if redacted == text:
+        return blob
+    return {**blob, "data": base64.b64encode(redacted.encode("utf-8")).decode("ascii")}

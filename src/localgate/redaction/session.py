@@ -44,9 +44,13 @@ class RedactionSession:
         action = self.settings.actions.get(entity_type) or self._rule_actions.get(entity_type)
         return action or self.settings.default_action
 
-    def redact(self, text: str, where: str) -> str:
-        """``text`` with every finding replaced as the policy says; raise on ``block``."""
-        self.original_texts.append(text)
+    def redact(self, text: str, where: str, *, original: bool = False) -> str:
+        """``text`` with every finding replaced as the policy says; raise on ``block``.
+
+        ``original`` marks prompt text, whose pre-redaction form the audit trail HMACs.
+        """
+        if original:
+            self.original_texts.append(text)
         findings = self.detector.detect(text)
         if not findings:
             return text
