@@ -651,3 +651,27 @@ def test_client_vanishing_mid_body_is_logged_as_cancelled(
 
     wait_until(logged)
     assert upstream.requests == []
+
+
+def test_free_form_headers_and_query_text_do_not_reach_the_upstream(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    headers = {
+        "x-goog-api-key": gateway.key,
+        "user-agent": "app (owner 13812345678)",
+        "x-goog-api-client": "li@example.com",
+        "x-server-timeout": "30",
+    }
+    with gateway.client() as client:
+        client.post(GENERATE, json=BODY, headers=headers)
+        sent = upstream.requests[-1].headers
+        client.get(
+            "/v1beta/models",
+            params={"pageSize": "5", "filter": "owner=13812345678@x", "pageToken": "abc"},
+            headers={"x-goog-api-key": gateway.key},
+        )
+
+    assert "13812345678" not in str(sent)
+    assert "li@example.com" not in str(sent)
+    assert sent["x-server-timeout"] == "30"
+    assert upstream.requests[-1].query == (("pageSize", "5"), ("pageToken", "abc"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,11 +35,17 @@ logger = logging.getLogger("localgate")
 
 JSON_MEDIA_TYPE = "application/json; charset=UTF-8"
 _JSON_MEDIA_TYPE = JSON_MEDIA_TYPE.encode()
-# Client headers worth passing on; everything else (credentials above all) stays here.
-_FORWARDED_HEADERS = ("x-server-timeout", "user-agent", "x-goog-api-client")
-_FORWARDED_QUERY = {
-    GeminiMethod.LIST_MODELS: ("pageSize", "pageToken", "filter"),
+# Client headers passed on, each only in a shape that cannot carry text: free-form
+# headers (user-agent, x-goog-api-client) could carry personal data around the
+# redactor, and credentials never leave.
+_FORWARDED_HEADERS = {"x-server-timeout": re.compile(r"[0-9]{1,6}")}
+# Query parameters of models.list, likewise restricted to their own shapes.
+_QUERY_SHAPES = {
+    "pageSize": re.compile(r"[0-9]{1,4}"),
+    "pageToken": re.compile(r"[A-Za-z0-9_=.-]{1,512}"),
+    "filter": re.compile(r"[A-Za-z0-9 _.:=\"'()-]{1,200}"),
 }
+_FORWARDED_QUERY = {GeminiMethod.LIST_MODELS: tuple(_QUERY_SHAPES)}
 # The legacy REST client asks for integer enums; the only other $alt values
 # (proto, media) would change the body format the gateway parses.
 _INT_ENUMS = ("$alt", "json;enum-encoding=int")
@@ -124,7 +131,11 @@ class GeminiEndpoint:
         if has_query:
             allowed = _FORWARDED_QUERY.get(route.method, ())
             items = request.query_params.multi_items()
-            query = [(name, value) for name, value in items if name in allowed]
+            query = [
+                (name, value)
+                for name, value in items
+                if name in allowed and _QUERY_SHAPES[name].fullmatch(value)
+            ]
             if not route.method.streams and _INT_ENUMS in items:
                 query.append(_INT_ENUMS)
         return Inbound(
@@ -133,8 +144,8 @@ class GeminiEndpoint:
             query=tuple(query),
             headers=tuple(
                 (name, request.headers[name])
-                for name in _FORWARDED_HEADERS
-                if name in request.headers
+                for name, shape in _FORWARDED_HEADERS.items()
+                if shape.fullmatch(request.headers.get(name, ""))
             ),
             framing=framing,
         )

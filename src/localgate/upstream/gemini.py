@@ -170,8 +170,7 @@ class GeminiUpstream:
             "x-goog-api-key": self._api_key.reveal(),
             "user-agent": f"localgate/{__version__}",
         }
-        for name, value in call.headers:
-            headers[name] = f"localgate/{__version__} {value}" if name == "user-agent" else value
+        headers.update(call.headers)
         query = list(call.query)
         if stream:
             query.append(("alt", "sse"))
