@@ -123,3 +123,21 @@ def test_public_keys_are_not_secrets(detector: Detector) -> None:
     text = "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----"
 
     assert found(detector, text) == []
+
+
+@pytest.mark.parametrize(
+    "phone",
+    [
+        "138\u00a01234\u00a05678",  # no-break spaces, pasted from a word processor
+        "138\u202f1234\u202f5678",  # narrow no-break spaces
+        "138\u20131234\u20135678",  # en dashes
+        "138.1234.5678",
+        "\u0661\u0663\u0668\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668",  # Arabic-Indic
+        "\U0001d7cf\U0001d7d1\U0001d7d6\U0001d7cf\U0001d7d0\U0001d7d1\U0001d7d2"
+        "\U0001d7d3\U0001d7d4\U0001d7d5\U0001d7d6",  # mathematical digits (outside the BMP)
+    ],
+)
+def test_phone_numbers_in_other_characters_are_found(detector: Detector, phone: str) -> None:
+    text = f"手机{phone}，谢谢"
+
+    assert found(detector, text) == [(phone, "CN_MOBILE")]

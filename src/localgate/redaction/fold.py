@@ -1,8 +1,12 @@
 """Width folding: the one-to-one part of NFKC, so folded offsets are original offsets.
 
 Chinese text often carries full-width digits and letters (U+FF11 for ``1``) and full-width
-punctuation. Patterns match on folded text; because every character folds to exactly
-one character, a span found in the folded text is the same span in the original.
+punctuation; text pasted from word processors carries no-break and thin spaces and en
+dashes; other scripts have their own decimal digits. Each of these folds to one ASCII
+character (dashes and digits beyond what NFKC does). Patterns match on folded text;
+because every character folds to exactly one character, a span found in the folded text
+is the same span in the original. Zero-width characters and soft hyphens would need
+removing, which changes offsets: they are not handled.
 Characters whose NFKC form is longer than one character (ligatures, ``㈱``) are left
 as they are.
 """
@@ -10,6 +14,7 @@ as they are.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from functools import cache
 
@@ -19,22 +24,33 @@ __all__ = ["fold"]
 @cache
 def _table() -> dict[int, int]:
     table: dict[int, int] = {}
-    for code in range(0x80, 0x10000):
+    for code in range(0x80, 0x20000):
         char = chr(code)
         folded = unicodedata.normalize("NFKC", char)
         if len(folded) == 1 and folded != char:
             table[code] = ord(folded)
+        elif unicodedata.decimal(char, -1) >= 0:
+            # Decimal digits of other scripts (Arabic-Indic ٣, Devanagari ३ …) count.
+            table[code] = ord(str(unicodedata.decimal(char)))
+    for dash in _DASHES:
+        table[ord(dash)] = ord("-")
     return table
 
 
-# The full-width characters that can change what is detected: digits, letters, and the
-# joiners of identifiers. Chinese punctuation (，。：) cannot, so text with only those is
-# not rewritten — the common case, and the expensive one.
-_MATTERS = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\uff20\uff0b\uff0d\uff0e\u3000]")
+# Dashes NFKC leaves alone but people (and word processors) put in phone numbers.
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63"
+
+
+@cache
+def _matters() -> re.Pattern[str]:
+    """Characters whose folding can change what a pattern sees."""
+    relevant = set("0123456789@+-. ()") | set(string.ascii_letters)
+    codes = sorted(code for code, folded in _table().items() if chr(folded) in relevant)
+    return re.compile("[" + "".join(re.escape(chr(code)) for code in codes) + "]")
 
 
 def fold(text: str) -> str:
     """``text`` with every character replaced by its single-character NFKC form, if any."""
-    if text.isascii() or not _MATTERS.search(text):
+    if text.isascii() or not _matters().search(text):
         return text
     return text.translate(_table())

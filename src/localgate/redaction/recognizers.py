@@ -194,14 +194,13 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         PatternRecognizer(
             "CN_MOBILE",
             c(
-                _B
-                + r"(?<!\+)(?<![0-9A-Za-z]-)(?:(?:\+|00)86[- ]?|86[- ]?)?1[3-9][0-9][- ]?[0-9]{4}"
-                r"[- ]?[0-9]{4}" + _E + r"(?!\.[0-9])(?!-[0-9A-Za-z])"
+                _B + r"(?<!\+)(?<![0-9A-Za-z]-)(?:(?:\+|00)86[- ]?|86[- ]?)?1[3-9][0-9]"
+                r"(?:[- ]?[0-9]{4}[- ]?|\.[0-9]{4}\.)[0-9]{4}" + _E + r"(?!\.[0-9])(?!-[0-9A-Za-z])"
             ),
             _mobile,
             score=0.85,
             context=_PHONE_CONTEXT,
-            prefilter=r"1[3-9][0-9][- ]?[0-9]{4}[- ]?[0-9]{4}",
+            prefilter=r"1[3-9][0-9][-. ]?[0-9]{4}[-. ]?[0-9]{4}",
         ),
         PatternRecognizer(
             "CN_LANDLINE",
