@@ -197,3 +197,14 @@ def test_a_log_keeps_its_suite(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="uses the 'standard' suite"):
         AuditStore(sqlite_at(tmp_path / "a.db"), master, CipherSuite("sm"))
+
+
+def test_kind_and_request_id_columns_are_checked_against_the_header(
+    log: tuple[Path, CipherSuite],
+) -> None:
+    path, suite = log
+    sql(path, "UPDATE audit_log SET request_id = 'bogus' WHERE tenant='acme' AND seq=0")
+
+    assert verify(path, suite) == (
+        "record 0: modified: the kind or request_id column differs from the header"
+    )

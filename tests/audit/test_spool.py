@@ -65,3 +65,17 @@ def test_spool_file_holds_nothing_in_clear(tmp_path: Path) -> None:
 
     assert b"13812345678" not in (tmp_path / "audit.spool").read_bytes()
     assert spool.take()[0].payload == b"13812345678"
+
+
+def test_a_line_that_does_not_open_is_quarantined_not_blocking(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "audit.spool", MasterKey(MasterKey.generate()))
+    spool.add(PendingRecord("acme", "answer", "r1", {}))
+    with (tmp_path / "audit.spool").open("ab") as handle:
+        handle.write(b"dG9ybiBsaW5l\n")  # a torn write
+    spool.add(PendingRecord("acme", "answer", "r2", {}))
+
+    taken = [record.request_id for record in spool.take()]
+
+    assert taken == ["r1", "r2"]
+    assert (tmp_path / "audit.quarantine").read_bytes() == b"dG9ybiBsaW5l\n"
+    assert len(spool) == 2

@@ -187,3 +187,11 @@ def test_exported_checkpoints_catch_a_rewritten_database(
     assert alone.exit_code == 0  # nothing inside the database can tell
     assert with_export.exit_code == 1
     assert "truncated" in with_export.output
+
+    with sqlite3.connect(tmp_path / "data" / "audit.db") as db:
+        db.execute("DELETE FROM audit_log")  # the whole tenant, gone
+        db.execute("DELETE FROM audit_frontier")
+    vanished = cli("verify", "--checkpoints", str(tmp_path / "worm"))
+
+    assert vanished.exit_code == 1
+    assert "acme: FAILED: record 0: truncated" in vanished.output

@@ -83,7 +83,11 @@ def verify(
     if verifier is None:
         click.echo("note: no verifier key; checkpoint signatures are not checked", err=True)
     failed = False
-    for name in [tenant] if tenant else reader.tenants():
+    names = set(reader.tenants())
+    if checkpoint_dir is not None and checkpoint_dir.is_dir():
+        # A tenant whose every row was deleted is still known to its exported checkpoints.
+        names |= {folder.name for folder in checkpoint_dir.iterdir() if folder.is_dir()}
+    for name in [tenant] if tenant else sorted(names):
         external = []
         if checkpoint_dir is not None and (checkpoint_dir / name).is_dir():
             external = [p.read_text() for p in sorted((checkpoint_dir / name).glob("*.note"))]

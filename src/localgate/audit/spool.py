@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from localgate.audit.crypto import MasterKey
+from localgate.audit.crypto import DecryptionError, MasterKey
 from localgate.audit.records import PendingRecord
 
 __all__ = ["Spool"]
@@ -48,20 +48,36 @@ class Spool:
                 os.close(descriptor)
 
     def take(self) -> list[PendingRecord]:
-        """Everything spooled, oldest first (the file stays until ``clear``)."""
+        """Everything spooled, oldest first (the file stays until ``clear``).
+
+        A line that does not open — torn by a crash, or sealed under a master key that
+        has since been rotated — is moved to ``<spool>.quarantine`` (recoverable with that
+        key) instead of blocking every record behind it.
+        """
         with self._lock:
             if not self.path.exists():
                 return []
-            lines = self.path.read_bytes().splitlines()
-        records = []
-        for line in lines:
-            if not line.strip():
-                continue
-            fields = orjson.loads(self._master.unwrap(base64.b64decode(line), _LABEL))
-            for name in ("payload", "original", "prompt", "sent"):
-                if fields[name] is not None:
-                    fields[name] = base64.b64decode(fields[name])
-            records.append(PendingRecord(**fields))
+            lines = [line for line in self.path.read_bytes().splitlines() if line.strip()]
+            records: list[PendingRecord] = []
+            good: list[bytes] = []
+            bad: list[bytes] = []
+            for line in lines:
+                try:
+                    fields = orjson.loads(self._master.unwrap(base64.b64decode(line), _LABEL))
+                except (DecryptionError, ValueError):
+                    bad.append(line)
+                    continue
+                for name in ("payload", "original", "prompt", "sent"):
+                    if fields[name] is not None:
+                        fields[name] = base64.b64decode(fields[name])
+                records.append(PendingRecord(**fields))
+                good.append(line)
+            if bad:
+                with self.path.with_suffix(".quarantine").open("ab") as quarantine:
+                    quarantine.write(b"".join(line + b"\n" for line in bad))
+                    quarantine.flush()
+                    os.fsync(quarantine.fileno())
+                self._rewrite(good)
         return records
 
     def clear(self, count: int) -> None:
@@ -70,12 +86,19 @@ class Spool:
             if not self.path.exists():
                 return
             lines = [line for line in self.path.read_bytes().splitlines() if line.strip()]
-            rest = lines[count:]
-            temporary = self.path.with_suffix(".tmp")
-            temporary.write_bytes(b"".join(line + b"\n" for line in rest))
-            os.replace(temporary, self.path)
-            if not rest:
-                self.path.unlink(missing_ok=True)
+            self._rewrite(lines[count:])
+
+    def _rewrite(self, lines: list[bytes]) -> None:
+        """Replace the spool's content atomically and durably (caller holds the lock)."""
+        if not lines:
+            self.path.unlink(missing_ok=True)
+            return
+        temporary = self.path.with_suffix(".tmp")
+        with temporary.open("wb") as handle:
+            handle.write(b"".join(line + b"\n" for line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
 
     def __len__(self) -> int:
         with self._lock:

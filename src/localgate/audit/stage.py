@@ -15,6 +15,7 @@ from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
 from localgate.audit.store import AuditStore, Receipt
 from localgate.errors import ServiceUnavailable
+from localgate.framing import dump_json
 from localgate.pipeline.context import RequestContext
 
 __all__ = ["TrailAudit"]
@@ -45,7 +46,8 @@ class TrailAudit:
 
     async def record_request(self, ctx: RequestContext) -> None:
         """Write the request record durably; refuse the request (503) if that fails."""
-        sent = orjson.dumps(ctx.body)
+        # The very bytes the upstream adapter sends (dump_json escapes U+2028/2029).
+        sent = dump_json(ctx.body)
         texts = [text.encode() for text in ctx.original_texts]
         record = PendingRecord(
             tenant=_tenant(ctx),
@@ -114,7 +116,10 @@ class TrailAudit:
     async def _retry_forever(self) -> None:
         while True:
             await asyncio.sleep(_RETRY_SECONDS)
-            await self.retry_spooled()
+            try:
+                await self.retry_spooled()
+            except Exception:
+                logger.exception("audit: retrying spooled records failed")
 
     async def retry_spooled(self) -> int:
         """Write spooled records in order; returns how many went in."""

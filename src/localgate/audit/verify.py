@@ -148,6 +148,11 @@ def _check_record(
         )
     if hasher.hash_leaf(record.header) != record.leaf_hash:
         return Problem(position, "modified", "the header does not match its leaf hash")
+    # kind and request_id are columns for lookups; the signed truth is the header.
+    if header.get("kind") != record.kind or header.get("request_id") != record.request_id:
+        return Problem(
+            position, "modified", "the kind or request_id column differs from the header"
+        )
     for column, name in ((record.payload, "payload"), (record.original, "prompt")):
         digest = header.get(f"{name}_digest")
         if (column is None) != (digest is None):
