@@ -281,3 +281,15 @@ def test_tenant_can_have_answers_scanned(tmp_path: Path, upstream: FakeGemini) -
         'localgate_redaction_findings_total{action="mask_in_answer",type="CN_MOBILE"} 1.0'
         in metrics
     )
+
+
+def test_large_prompts_are_redacted_too(client: genai.Client, upstream: FakeGemini) -> None:
+    # Over 32 KB the redaction runs in a worker thread; the result must be the same.
+    big = "普通的业务描述没有个人信息。" * 3000 + PROMPT
+
+    client.models.generate_content(model="gemini-2.5-flash", contents=big)
+
+    sent = upstream_text(upstream)
+    assert len(big.encode()) > 32 * 1024
+    assert sent.endswith(REDACTED)
+    assert "13812345678" not in sent

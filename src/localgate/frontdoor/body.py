@@ -29,8 +29,11 @@ def check_declared_size(request: Request, limit: int) -> None:
         raise _too_large(limit)
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
-    """Read at most ``limit`` bytes and parse them as JSON; an empty body is ``{}``."""
+async def read_json_body(request: Request, limit: int) -> tuple[Any, int]:
+    """Read at most ``limit`` bytes and parse them as JSON; returns it and its size.
+
+    An empty body is ``{}``.
+    """
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -40,7 +43,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
-        return {}
+        return {}, len(raw)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -52,7 +55,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise InvalidArgument(
             f"Invalid JSON payload received: nested deeper than {MAX_DEPTH} levels."
         )
-    return body
+    return body, len(raw)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

@@ -110,12 +110,12 @@ class GeminiEndpoint:
         return response
 
     def _inbound(self, request: Request, route: GeminiRoute, limit: int) -> Inbound:
-        async def read_body() -> Any:
+        async def read_body() -> tuple[Any, int]:
             if route.method.http_method == "GET":
-                return None
-            body = await read_json_body(request, limit)
+                return None, 0
+            body, size = await read_json_body(request, limit)
             validate_body(route.method, route.model, body)
-            return body
+            return body, size
 
         has_query = bool(request.scope.get("query_string"))
         framing = None

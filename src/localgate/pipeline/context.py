@@ -19,7 +19,7 @@ class Inbound:
     """The client's request as the front door hands it over, body not yet read."""
 
     credential: str | None
-    read_body: Callable[[], Awaitable[Any]]
+    read_body: Callable[[], Awaitable[tuple[Any, int]]]
     query: tuple[tuple[str, str], ...] = ()
     headers: tuple[tuple[str, str], ...] = ()
     framing: Framing | None = None

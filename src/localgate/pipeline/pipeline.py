@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,8 @@ from localgate.upstream.router import Router
 __all__ = ["Pipeline", "Reply"]
 
 Reply = UnaryReply | StreamReply
+# Bodies above this are redacted in a worker thread (about 10 ms of work and up).
+_REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
@@ -52,11 +55,16 @@ class Pipeline:
             raise LocalgateError("The request has no route.")
         self.identity.authenticate(ctx, inbound.credential)
         # Parsed only after identity, so anonymous callers cannot make the gateway work.
-        ctx.body = await inbound.read_body()
+        ctx.body, size = await inbound.read_body()
         permit = await self.limits.admit(ctx)
         try:
             try:
-                self.redaction.redact_request(ctx)
+                if size > _REDACT_IN_THREAD_BYTES:
+                    # Seconds of CPU for a large prompt: off the event loop, so every
+                    # other request (and /healthz) keeps being served meanwhile.
+                    await asyncio.to_thread(self.redaction.redact_request, ctx)
+                else:
+                    self.redaction.redact_request(ctx)
             except LocalgateError as exc:
                 await self.audit.record_outcome(ctx, "blocked by policy", exc.code)
                 raise
