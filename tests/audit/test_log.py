@@ -208,3 +208,41 @@ def test_kind_and_request_id_columns_are_checked_against_the_header(
     assert verify(path, suite) == (
         "record 0: modified: the kind or request_id column differs from the header"
     )
+
+
+def test_the_checkpointer_refuses_to_sign_a_rewritten_history(tmp_path: Path) -> None:
+    from localgate.audit.merkle import Frontier, TreeHasher
+
+    store = AuditStore(
+        sqlite_at(tmp_path / "audit.db"), MasterKey(MasterKey.generate()), CipherSuite("standard")
+    )
+    store.start()
+    for number in range(6):
+        store.submit(record("acme", number)).result(timeout=10)
+    reader = store.reader()
+    checkpointer = Checkpointer(reader, store.hasher, SIGNER, "test-log")
+    assert checkpointer.run() == [("acme", 6)]
+
+    # Someone with write access rewrites record 2, recomputes every hash consistently
+    # and removes the checkpoints the database held.
+    hasher = TreeHasher("sha256")
+    with sqlite3.connect(tmp_path / "audit.db") as db:
+        raw = db.execute("SELECT header FROM audit_log WHERE seq=2").fetchone()[0]
+        header = parse_header(raw)
+        header["n"] = 999
+        forged = canonical(header)
+        db.execute(
+            "UPDATE audit_log SET header=?, leaf_hash=? WHERE seq=2",
+            (forged, hasher.hash_leaf(forged)),
+        )
+        leaves = [row[0] for row in db.execute("SELECT leaf_hash FROM audit_log ORDER BY seq")]
+        frontier = Frontier(hasher)
+        for leaf in leaves:
+            frontier.append(leaf)
+        db.execute("UPDATE audit_frontier SET state=? WHERE tenant='acme'", (frontier.to_bytes(),))
+        db.execute("DELETE FROM audit_checkpoints")
+    store.submit(record("acme", 6)).result(timeout=10)
+
+    assert checkpointer.run() == []
+    reader.close()
+    store.close()

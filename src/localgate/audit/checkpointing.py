@@ -9,14 +9,17 @@ log cannot be made to match them.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
 from localgate.audit.checkpoint import Checkpoint, CheckpointSigner
-from localgate.audit.merkle import Frontier, TreeHasher
+from localgate.audit.merkle import Frontier, TreeHasher, root_of
 from localgate.audit.store import AuditReader
 
 __all__ = ["Checkpointer", "origin_of"]
+
+logger = logging.getLogger("localgate.audit")
 
 
 def origin_of(log_name: str, tenant: str) -> str:
@@ -40,6 +43,8 @@ class Checkpointer:
         self._signer = signer
         self._log_name = log_name
         self._export_dir = export_dir
+        # The frontier as of this checkpointer's last signature, per tenant.
+        self._signed: dict[str, Frontier] = {}
 
     def run(self) -> list[tuple[str, int]]:
         """Sign what is new; returns (tenant, size) of each checkpoint made."""
@@ -52,6 +57,13 @@ class Checkpointer:
             signed = self._reader.checkpoints(tenant)
             if frontier.size == 0 or (signed and signed[-1][0] >= frontier.size):
                 continue
+            if not self._extends_what_was_signed(tenant, frontier, signed):
+                logger.error(
+                    "audit: the log of %s does not extend what was signed before; "
+                    "refusing to sign it (run `localgate audit verify`)",
+                    tenant,
+                )
+                continue
             checkpoint = Checkpoint(
                 origin=origin_of(self._log_name, tenant),
                 size=frontier.size,
@@ -63,6 +75,42 @@ class Checkpointer:
             self._export(tenant, frontier.size, note)
             made.append((tenant, frontier.size))
         return made
+
+    def _extends_what_was_signed(
+        self, tenant: str, frontier: Frontier, signed: list[tuple[int, str]]
+    ) -> bool:
+        """Whether the stored head is the signed history plus appended leaves.
+
+        The first time (per process) the whole log is read and checked against the last
+        stored checkpoint; after that only the leaves appended since the last signature
+        are read, and the frontier this checkpointer signed is extended with them.
+        Without this, whoever can write the database could rewrite history, drop the
+        checkpoints and have the gateway sign the forgery.
+        """
+        mine = self._signed.get(tenant)
+        if mine is None:
+            leaves = self._reader.leaf_hashes(tenant, frontier.size)
+            if len(leaves) != frontier.size:
+                return False
+            if signed:
+                size, note = signed[-1]
+                checkpoint = Checkpoint.parse(note.split("\n\n", 1)[0] + "\n")
+                if size > len(leaves) or root_of(self._hasher, leaves[:size]) != checkpoint.root:
+                    return False
+            mine = Frontier(self._hasher)
+            for leaf in leaves:
+                mine.append(leaf)
+        else:
+            mine = Frontier(self._hasher, mine.size, mine.hashes)
+            added = self._reader.leaf_hashes_between(tenant, mine.size, frontier.size)
+            if len(added) != frontier.size - mine.size:
+                return False
+            for leaf in added:
+                mine.append(leaf)
+        if mine.root() != frontier.root():
+            return False
+        self._signed[tenant] = mine
+        return True
 
     def _export(self, tenant: str, size: int, note: str) -> None:
         if self._export_dir is None:

@@ -301,6 +301,15 @@ class AuditReader:
         ).fetchall()
         return [row[0] for row in rows]
 
+    def leaf_hashes_between(self, tenant: str, start: int, end: int) -> list[bytes]:
+        """Leaf hashes of positions ``start`` .. ``end - 1``."""
+        rows = self.db.execute(
+            "SELECT CAST(leaf_hash AS BLOB) FROM audit_log WHERE tenant=? AND seq >= ? "
+            "AND seq < ? ORDER BY seq",
+            (tenant, start, end),
+        ).fetchall()
+        return [row[0] for row in rows]
+
     def frontier_size(self, tenant: str) -> int:
         """How many records the writer says the tenant's log has."""
         row = self.db.execute(
