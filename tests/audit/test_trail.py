@@ -195,3 +195,22 @@ def test_exported_checkpoints_catch_a_rewritten_database(
 
     assert vanished.exit_code == 1
     assert "acme: FAILED: record 0: truncated" in vanished.output
+
+
+def test_original_prompts_are_kept_only_for_their_short_window(
+    tmp_path: Path, upstream: FakeGemini, cli: Any
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    config = "audit:\n  store_original_prompt: true\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        request_id = send(gateway, {"contents": [{"parts": [{"text": PROMPT}]}]})
+    before = records(cli, request_id, "--decrypt")[0]
+    later = (datetime.now(UTC) + timedelta(hours=74)).replace(tzinfo=None).isoformat()
+
+    cli("shred", "--now", later)
+    after = records(cli, request_id, "--decrypt")[0]
+
+    assert before["original_prompt"] == [PROMPT]
+    assert "destroyed by retention" in after["original_prompt"]["unavailable"]
+    assert "[CN_MOBILE_1]" in json.dumps(after["payload"], ensure_ascii=False)

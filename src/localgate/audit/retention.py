@@ -17,11 +17,13 @@ __all__ = ["shred_expired"]
 
 
 def _period_end(period: str) -> datetime | None:
-    for fmt, step in (("%Y-%m-%d", "day"), ("%Y-%m", "month")):
+    for fmt, step in (("%Y-%m-%dT%H", "hour"), ("%Y-%m-%d", "day"), ("%Y-%m", "month")):
         try:
             start = datetime.strptime(period, fmt)
         except ValueError:
             continue
+        if step == "hour":
+            return start + timedelta(hours=1)
         if step == "day":
             return start + timedelta(days=1)
         return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
@@ -49,4 +51,7 @@ def shred_expired(reader: AuditReader, settings: AuditSettings, now: datetime) -
             (now.isoformat(timespec="seconds"), key_id),
         )
         destroyed.append(key_id)
+    if destroyed and reader.db.dialect == "sqlite":
+        # The wrapped keys must not survive in the WAL or in free pages either.
+        reader.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return destroyed

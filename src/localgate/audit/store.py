@@ -85,6 +85,7 @@ class AuditStore:
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None
+        self._forget = threading.Event()
         self._db = connect()
         self._check_suite()
         self.keyring = Keyring(self._db, master, suite)
@@ -135,7 +136,14 @@ class AuditStore:
             if stop:
                 return
 
+    def forget_keys(self) -> None:
+        """Drop unwrapped data keys from memory (after retention destroyed some)."""
+        self._forget.set()
+
     def _write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+        if self._forget.is_set():
+            self._forget.clear()
+            self.keyring.forget()
         receipts: list[Receipt] = []
         try:
             self._db.begin()
@@ -194,7 +202,10 @@ class AuditStore:
             header["sent_digest"] = self.suite.digest(record.sent).hex()
         period = now.strftime("%Y-%m-%d" if self._key_period == "day" else "%Y-%m")
         payload = self._seal(record.payload, tenant, "payload", period, seq, header)
-        original = self._seal(record.original, tenant, "prompt", period, seq, header)
+        # Original prompts live hours, not days: their keys are hourly, so a 72-hour
+        # window ends within the hour it should.
+        hour = now.strftime("%Y-%m-%dT%H")
+        original = self._seal(record.original, tenant, "prompt", hour, seq, header)
         raw = canonical(header)
         leaf = self.hasher.hash_leaf(raw)
         self._db.execute(

@@ -134,6 +134,7 @@ class AuditTrail:
         try:
             destroyed = shred_expired(reader, self.retention, datetime.now(UTC))
             if destroyed:
+                self.store.forget_keys()
                 logger.info("audit: destroyed %d expired data keys", len(destroyed))
         except Exception:
             logger.exception("audit: destroying expired data keys failed")
