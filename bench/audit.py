@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
+import secrets
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
 
 from localgate.audit.crypto import CipherSuite, MasterKey
-from localgate.audit.database import sqlite_at
+from localgate.audit.database import PostgresDatabase, sqlite_at
 from localgate.audit.merkle import TreeHasher
 from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore, Receipt
@@ -55,10 +58,11 @@ def record(number: int, tenant: str = "bench") -> PendingRecord:
     )
 
 
-def open_store(folder: Path, name: str, synchronous: str) -> AuditStore:
-    """A started store on a new file."""
+def open_store(folder: Path, name: str, synchronous: str, dsn: str | None = None) -> AuditStore:
+    """A started store on a new SQLite file, or on PostgreSQL when ``dsn`` is given."""
+    connect = (lambda: PostgresDatabase(dsn)) if dsn else sqlite_at(folder / f"{name}.db")
     store = AuditStore(
-        sqlite_at(folder / f"{name}.db"),
+        connect,
         MasterKey(MasterKey.generate()),
         CipherSuite("standard"),
         synchronous=synchronous,
@@ -67,9 +71,11 @@ def open_store(folder: Path, name: str, synchronous: str) -> AuditStore:
     return store
 
 
-def sustained(folder: Path, synchronous: str, count: int, in_flight: int) -> float:
+def sustained(
+    folder: Path, synchronous: str, count: int, in_flight: int, dsn: str | None = None
+) -> float:
     """Records per second with at most ``in_flight`` records waiting at a time."""
-    store = open_store(folder, f"sustained-{synchronous}-{in_flight}", synchronous)
+    store = open_store(folder, f"sustained-{synchronous}-{in_flight}", synchronous, dsn)
     pending: list[Future[Receipt]] = []
     started = time.perf_counter()
     for number in range(count):
@@ -81,6 +87,26 @@ def sustained(folder: Path, synchronous: str, count: int, in_flight: int) -> flo
     elapsed = time.perf_counter() - started
     store.close()
     return count / elapsed
+
+
+@contextlib.contextmanager
+def postgres_schema(dsn: str) -> Iterator[str | None]:
+    """A DSN into a fresh schema (dropped afterwards), or None if PostgreSQL is not there."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError:
+        yield None
+        return
+    schema = f"lg_bench_{secrets.token_hex(4)}"
+    admin.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in dsn else "?"
+    try:
+        yield f"{dsn}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
 
 
 def stage_latency(folder: Path, synchronous: str, count: int) -> tuple[float, float]:
@@ -132,6 +158,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--latency-records", type=int, default=2_000)
     parser.add_argument("--verify-records", type=int, default=1_000_000)
+    parser.add_argument(
+        "--postgres-dsn",
+        default=os.environ.get(
+            "LOCALGATE_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+        help="PostgreSQL to measure too (skipped if it does not answer)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
         folder = Path(name)
@@ -141,6 +174,13 @@ def main() -> None:
                 rate = sustained(folder, synchronous, args.records, in_flight)
                 rows.append((synchronous, in_flight, rate))
                 print(f"audit: {synchronous} in flight {in_flight}: {rate:,.0f} records/s")
+        for in_flight in (1, 64):
+            with postgres_schema(args.postgres_dsn) as dsn:
+                if dsn is None:
+                    break
+                rate = sustained(folder, "postgres", args.records, in_flight, dsn)
+                rows.append(("PostgreSQL", in_flight, rate))
+                print(f"audit: PostgreSQL in flight {in_flight}: {rate:,.0f} records/s")
         latency = {s: stage_latency(folder, s, args.latency_records) for s in ("FULL", "NORMAL")}
         print(f"audit: request record latency {latency}")
         written, checked = verify_time(folder, args.verify_records)
@@ -164,6 +204,14 @@ def report(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
     best_full = max(rate for sync, _, rate in rows if sync == "FULL")
+    postgres = [rate for sync, _, rate in rows if sync == "PostgreSQL"]
+    postgres_line = (
+        f"On PostgreSQL (same machine, default settings: every commit durable): "
+        f"**{max(postgres):,.0f} records/s** with 64 in flight (target ≥ 3,000: "
+        f"{'met' if max(postgres) >= 3000 else 'missed'})."
+        if postgres
+        else "PostgreSQL was not reachable for this run."
+    )
     lines = [
         "# Audit trail benchmark",
         "",
@@ -176,7 +224,7 @@ def report(
         "",
         "## Records per second (one writer thread, group commit)",
         "",
-        "| synchronous | records waiting at most | records/s |",
+        "| store / synchronous | records waiting at most | records/s |",
         "|---|---:|---:|",
         *(f"| {sync} | {flight} | {rate:,.0f} |" for sync, flight, rate in rows),
         "",
@@ -184,6 +232,8 @@ def report(
         f"records in one transaction: **{best_full:,.0f} records/s with every batch fsynced** "
         f"(target ≥ 5,000: {'met' if best_full >= 5000 else 'missed'}). One record at a time "
         "pays a whole commit (an fsync with `synchronous: full`) per record.",
+        "",
+        postgres_line,
         "",
         "## The request record's latency (one request at a time)",
         "",
