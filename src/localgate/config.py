@@ -195,6 +195,7 @@ class AuditSettings(_Section):
     payload_retention_days: int = Field(90, ge=1)
     store_original_prompt: bool = False
     original_prompt_retention_hours: int = Field(72, ge=1)
+    metadata_retention_days: int = Field(1095, ge=183)
     log_name: str = Field("localgate", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 

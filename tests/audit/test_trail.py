@@ -214,3 +214,28 @@ def test_original_prompts_are_kept_only_for_their_short_window(
     assert before["original_prompt"] == [PROMPT]
     assert "destroyed by retention" in after["original_prompt"]["unavailable"]
     assert "[CN_MOBILE_1]" in json.dumps(after["payload"], ensure_ascii=False)
+
+
+def test_metadata_purge_leaves_a_signed_marker_and_a_verifiable_log(
+    tmp_path: Path, upstream: FakeGemini, cli: Any
+) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url) as gateway:
+        first = send(gateway, {"contents": [{"parts": [{"text": PROMPT}]}]})
+    four_years = "2030-12-01T00:00:00"
+
+    purged = cli("purge", "--now", four_years)
+    verified = cli("verify")
+    after = cli("show", "--request-id", first)
+
+    assert purged.exit_code == 0, purged.output
+    assert "acme: metadata of records 0..1 purged" in purged.output
+    assert verified.exit_code == 0, verified.output
+    assert "acme: OK (3 records" in verified.output
+    assert '"header": {}' in after.output  # nothing left but the leaf hash
+
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "data" / "audit.db") as db:
+        db.execute("UPDATE audit_log SET header = NULL WHERE seq = 2")  # the marker itself
+    # Without its signed marker, the erasure of records 0-1 is no longer legitimate.
+    assert "record 0: modified: the header was removed" in cli("verify").output

@@ -319,6 +319,39 @@ def shred(ctx: click.Context, now_text: str | None) -> None:
     click.echo(f"destroyed {len(destroyed)} data key(s)")
 
 
+@audit.command()
+@click.option("--now", "now_text", default=None, help="Pretend it is this UTC time (ISO 8601).")
+@click.pass_context
+def purge(ctx: click.Context, now_text: str | None) -> None:
+    """Erase metadata past audit.metadata_retention_days, leaving signed purge markers."""
+    from localgate.audit.crypto import CipherSuite as Suite
+    from localgate.audit.retention import purge_expired
+    from localgate.audit.store import AuditStore
+
+    settings = _settings(ctx)
+    key = signer(settings, create=False)
+    if key is None:
+        raise click.ClickException(
+            f"purging needs the signing key {settings.audit_signing_key_path}: purge markers "
+            "are signed"
+        )
+    reader = _reader(settings)
+    store = AuditStore(
+        database(settings), master_key(settings, create=False), Suite(_suite(reader).name)
+    )
+    store.start()
+    now = datetime.fromisoformat(now_text).replace(tzinfo=UTC) if now_text else datetime.now(UTC)
+    try:
+        done = purge_expired(store, reader, settings.audit, key, now)
+    finally:
+        store.close()
+        reader.close()
+    for tenant, below in done:
+        click.echo(f"{tenant}: metadata of records 0..{below - 1} purged (signed marker appended)")
+    if not done:
+        click.echo("nothing past the retention period")
+
+
 @audit.command("find-prompt")
 @click.option("--tenant", required=True)
 @click.argument("texts", nargs=-1, required=True)

@@ -1,4 +1,6 @@
-"""Retention by crypto-shredding: data keys of expired periods are destroyed.
+"""Retention: crypto-shredding of payloads, and purging of old metadata with signed markers.
+
+Payloads: data keys of expired periods are destroyed.
 
 Payload keys live ``audit.payload_retention_days`` past their period, original-prompt
 keys ``audit.original_prompt_retention_hours``; then their wrapped copies are erased
@@ -10,10 +12,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from localgate.audit.store import AuditReader
+from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
+from localgate.audit.records import PendingRecord, parse_header
+from localgate.audit.store import AuditReader, AuditStore
 from localgate.config import AuditSettings
 
-__all__ = ["shred_expired"]
+__all__ = ["purge_expired", "purge_point", "shred_expired"]
+
+PURGE_HEADER = "localgate audit purge"
 
 
 def _period_end(period: str) -> datetime | None:
@@ -55,3 +61,70 @@ def shred_expired(reader: AuditReader, settings: AuditSettings, now: datetime) -
         # The wrapped keys must not survive in the WAL or in free pages either.
         reader.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return destroyed
+
+
+def purge_expired(
+    store: AuditStore,
+    reader: AuditReader,
+    settings: AuditSettings,
+    signer: CheckpointSigner,
+    now: datetime,
+) -> list[tuple[str, int]]:
+    """Erase metadata older than the retention period; returns (tenant, purged_below)."""
+    cutoff = now - timedelta(days=settings.metadata_retention_days)
+    cutoff_text = cutoff.isoformat(timespec="seconds")
+    done = []
+    for tenant in reader.tenants():
+        row = reader.db.execute(
+            "SELECT MAX(seq) FROM audit_log WHERE tenant=? AND recorded_at < ? AND kind <> 'purge'",
+            (tenant, cutoff_text),
+        ).fetchone()
+        if row is None or row[0] is None:
+            continue
+        below = int(row[0]) + 1
+        if purge_point(reader, tenant, None) >= below:
+            continue
+        note = signer.sign_note(
+            f"{PURGE_HEADER}\ntenant {tenant}\npurged_below {below}\n"
+            f"cutoff {cutoff_text}\ntime {now.isoformat(timespec='seconds')}\n"
+        )
+        marker = PendingRecord(
+            tenant, "purge", f"purge-{tenant}-{below}", {"purged_below": below, "note": note}
+        )
+        # The marker is durable in the log before anything is erased.
+        store.submit(marker).result(timeout=60)
+        reader.db.begin()
+        if reader.db.dialect == "postgres":
+            reader.db.execute("SET LOCAL localgate.audit_purge = 'on'")
+        reader.db.execute(
+            "UPDATE audit_log SET header = NULL, payload = NULL, original = NULL "
+            "WHERE tenant = ? AND seq < ? AND kind <> 'purge'",
+            (tenant, below),
+        )
+        reader.db.commit()
+        done.append((tenant, below))
+    return done
+
+
+def purge_point(reader: AuditReader, tenant: str, verifier: CheckpointVerifier | None) -> int:
+    """Below which position the tenant's records may legitimately be erased.
+
+    Only markers whose note verifies count (any marker when ``verifier`` is None, which
+    the purge job itself uses to find where it stopped last time).
+    """
+    point = 0
+    rows = reader.db.execute(
+        "SELECT CAST(header AS BLOB) FROM audit_log WHERE tenant=? AND kind='purge'", (tenant,)
+    ).fetchall()
+    for (raw,) in rows:
+        try:
+            fields = parse_header(raw)
+            note = str(fields["note"])
+            text = verifier.open_note(note) if verifier else note.split("\n\n", 1)[0]
+            lines = dict(line.split(" ", 1) for line in text.splitlines()[1:] if " " in line)
+            if not text.startswith(PURGE_HEADER) or lines.get("tenant") != tenant:
+                continue
+            point = max(point, int(lines["purged_below"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return point

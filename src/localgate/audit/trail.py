@@ -15,7 +15,7 @@ from localgate.audit.checkpoint import CheckpointSigner, load_signer, write_key_
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
 from localgate.audit.database import Database, PostgresDatabase, sqlite_at
-from localgate.audit.retention import shred_expired
+from localgate.audit.retention import purge_expired, shred_expired
 from localgate.audit.spool import Spool
 from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore
@@ -64,6 +64,7 @@ class AuditTrail:
     checkpointer: Checkpointer | None
     interval_s: float
     retention: AuditSettings
+    signer: CheckpointSigner | None = None
     _task: asyncio.Task[None] | None = None
     _shredder: asyncio.Task[None] | None = None
 
@@ -81,6 +82,7 @@ class AuditTrail:
         spool = Spool(_spool_path(settings), master)
         stage = TrailAudit(store, spool, store_original=settings.audit.store_original_prompt)
         checkpointer = None
+        key = None
         if settings.audit.sign_checkpoints:
             key = signer(settings, create=True)
             if key is None:
@@ -97,7 +99,9 @@ class AuditTrail:
                     settings.audit.log_name,
                     settings.audit.checkpoint_export_dir,
                 )
-        return cls(store, stage, checkpointer, settings.audit.checkpoint_interval_s, settings.audit)
+        return cls(
+            store, stage, checkpointer, settings.audit.checkpoint_interval_s, settings.audit, key
+        )
 
     async def start(self) -> None:
         """Start writing, retrying spooled records and signing checkpoints."""
@@ -132,10 +136,16 @@ class AuditTrail:
     def _shred(self) -> None:
         reader = self.store.reader()
         try:
-            destroyed = shred_expired(reader, self.retention, datetime.now(UTC))
+            now = datetime.now(UTC)
+            destroyed = shred_expired(reader, self.retention, now)
             if destroyed:
                 self.store.forget_keys()
                 logger.info("audit: destroyed %d expired data keys", len(destroyed))
+            if self.signer is not None:
+                for tenant, below in purge_expired(
+                    self.store, reader, self.retention, self.signer, now
+                ):
+                    logger.info("audit: purged metadata of %s below record %d", tenant, below)
         except Exception:
             logger.exception("audit: destroying expired data keys failed")
         finally:

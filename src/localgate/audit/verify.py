@@ -25,6 +25,7 @@ from localgate.audit.checkpoint import Checkpoint, CheckpointError, CheckpointVe
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.merkle import Frontier, TreeHasher
 from localgate.audit.records import parse_header
+from localgate.audit.retention import purge_point
 from localgate.audit.store import AuditReader
 
 __all__ = ["Problem", "TenantReport", "verify_tenant"]
@@ -75,17 +76,21 @@ def verify_tenant(
         return report
     report.checkpoints = len(checkpoints)
     wanted = {checkpoint.size: checkpoint for checkpoint in checkpoints}
+    purged_below = purge_point(reader, tenant, verifier)
     frontier = Frontier(hasher)
     requests: dict[str, int] = {}
     for record in reader.records(tenant):
-        problem = _check_record(record, frontier.size, tenant, hasher, suite)
-        if problem is not None:
-            report.problem = problem
-            return report
-        if record.kind == "request":
-            requests[record.request_id] = record.seq
-        elif record.kind == "answer":
-            requests.pop(record.request_id, None)
+        purged = record.header is None and record.seq == frontier.size and record.seq < purged_below
+        # A legitimately purged record has only its leaf hash left; the tree covers it.
+        if not purged:
+            problem = _check_record(record, frontier.size, tenant, hasher, suite)
+            if problem is not None:
+                report.problem = problem
+                return report
+            if record.kind == "request":
+                requests[record.request_id] = record.seq
+            elif record.kind == "answer":
+                requests.pop(record.request_id, None)
         frontier.append(record.leaf_hash)
         checkpoint = wanted.get(frontier.size)
         if checkpoint is not None and frontier.root() != checkpoint.root:
