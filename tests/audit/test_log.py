@@ -246,3 +246,18 @@ def test_the_checkpointer_refuses_to_sign_a_rewritten_history(tmp_path: Path) ->
     assert checkpointer.run() == []
     reader.close()
     store.close()
+
+
+def test_schema_is_managed_by_migrations_and_adopts_older_logs(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with sqlite3.connect(path) as db:  # a log created before migrations existed
+        db.execute("CREATE TABLE audit_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO audit_meta VALUES ('suite', 'standard')")
+    master = MasterKey(MasterKey.generate())
+
+    AuditStore(sqlite_at(path), master, CipherSuite("standard")).close()
+    AuditStore(sqlite_at(path), master, CipherSuite("standard")).close()
+
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("SELECT value FROM audit_meta").fetchall() == [("standard",)]

@@ -10,8 +10,8 @@ writer gets each tenant's log to itself:
   released at commit or rollback, and by the server if the replica dies.
 
 In PostgreSQL the log and its checkpoints are append-only for everyone: triggers refuse
-UPDATE, DELETE and TRUNCATE (the retention purge, when it comes, sets a session flag
-that only it uses).
+UPDATE, DELETE and TRUNCATE (the retention purge sets a transaction-local flag that only
+it uses). The schema itself is managed by Alembic migrations (``migrate.py``).
 """
 
 from __future__ import annotations
@@ -21,77 +21,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from localgate.audit.migrate import sqlalchemy_url
+
 __all__ = ["Database", "PostgresDatabase", "SqliteDatabase", "sqlite_at"]
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS audit_keys (
-    key_id        TEXT PRIMARY KEY,
-    tenant        TEXT NOT NULL,
-    purpose       TEXT NOT NULL,
-    period        TEXT NOT NULL,
-    wrapped       BLOB,
-    master_key_id TEXT NOT NULL,
-    created_at    TEXT NOT NULL,
-    destroyed_at  TEXT,
-    UNIQUE (tenant, purpose, period)
-);
-CREATE TABLE IF NOT EXISTS audit_log (
-    tenant      TEXT NOT NULL,
-    seq         INTEGER NOT NULL,
-    kind        TEXT NOT NULL,
-    request_id  TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    header      BLOB,
-    payload     BLOB,
-    original    BLOB,
-    leaf_hash   BLOB NOT NULL,
-    PRIMARY KEY (tenant, seq)
-);
-CREATE INDEX IF NOT EXISTS audit_log_request ON audit_log (request_id);
-CREATE TABLE IF NOT EXISTS audit_frontier (
-    tenant TEXT PRIMARY KEY,
-    size   INTEGER NOT NULL,
-    state  BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
-    tenant     TEXT NOT NULL,
-    size       INTEGER NOT NULL,
-    note       TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (tenant, size)
-);
-CREATE TABLE IF NOT EXISTS audit_meta (
-    name  TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-"""
-
-_POSTGRES_GUARDS = """
-CREATE OR REPLACE FUNCTION localgate_audit_append_only() RETURNS trigger AS $$
-BEGIN
-    IF current_setting('localgate.audit_purge', true) = 'on' THEN
-        RETURN OLD;
-    END IF;
-    RAISE EXCEPTION 'localgate: % on % refused: the audit log is append-only',
-        TG_OP, TG_TABLE_NAME;
-END
-$$ LANGUAGE plpgsql;
-DROP TRIGGER IF EXISTS audit_log_append_only ON audit_log;
-CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
-    FOR EACH ROW EXECUTE FUNCTION localgate_audit_append_only();
-DROP TRIGGER IF EXISTS audit_log_no_truncate ON audit_log;
-CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
-    FOR EACH STATEMENT EXECUTE FUNCTION localgate_audit_append_only();
-DROP TRIGGER IF EXISTS audit_checkpoints_append_only ON audit_checkpoints;
-CREATE TRIGGER audit_checkpoints_append_only BEFORE UPDATE OR DELETE ON audit_checkpoints
-    FOR EACH ROW EXECUTE FUNCTION localgate_audit_append_only();
-"""
 
 
 class Database(Protocol):
     """One connection to the audit database."""
 
     dialect: str
+    # Where the schema is migrated (Alembic takes a SQLAlchemy URL).
+    sqlalchemy_url: str
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; the result has ``fetchone``/``fetchall`` and iterates rows."""
@@ -135,7 +75,7 @@ class SqliteDatabase:
         self._db.execute("PRAGMA busy_timeout=10000")
         # Erased rows and values (shredded keys) are overwritten, not left in free pages.
         self._db.execute("PRAGMA secure_delete=ON")
-        self._db.executescript(_TABLES)
+        self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement."""
@@ -175,11 +115,7 @@ class PostgresDatabase:
         import psycopg
 
         self._db = psycopg.connect(dsn, autocommit=True)
-        with self._db.transaction():
-            # Two replicas starting at once must not both create the schema.
-            self._db.execute("SELECT pg_advisory_xact_lock(7466130817)")
-            self._db.execute(_TABLES.replace("BLOB", "BYTEA").replace("INTEGER", "BIGINT"))
-            self._db.execute(_POSTGRES_GUARDS)
+        self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (``?`` and ``AS BLOB`` written the SQLite way)."""

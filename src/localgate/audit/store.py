@@ -26,6 +26,7 @@ from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import Database
 from localgate.audit.keyring import Keyring
 from localgate.audit.merkle import Frontier, TreeHasher
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import FORMAT_VERSION, PendingRecord, canonical
 
 __all__ = ["AuditReader", "AuditStore", "Receipt", "StoredRecord", "associated_data"]
@@ -87,6 +88,7 @@ class AuditStore:
         self._thread: threading.Thread | None = None
         self._forget = threading.Event()
         self._db = connect()
+        upgrade_schema(self._db.sqlalchemy_url)
         self._check_suite()
         self.keyring = Keyring(self._db, master, suite)
 

@@ -1,0 +1,42 @@
+"""Bringing an audit database's schema up to date, with Alembic.
+
+The writer runs this before it opens its connection; several replicas starting at
+once are serialised by Alembic's own version table inside one transaction (and, on
+PostgreSQL, by an advisory lock).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, text
+
+__all__ = ["sqlalchemy_url", "upgrade_schema"]
+
+
+def upgrade_schema(url: str) -> None:
+    """Apply every pending migration to the database at ``url`` (a SQLAlchemy URL)."""
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(7466130817)"))
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    finally:
+        engine.dispose()
+
+
+def sqlalchemy_url(dialect: str, location: str) -> str:
+    """The SQLAlchemy URL of a SQLite path or a PostgreSQL DSN."""
+    if dialect == "sqlite":
+        return f"sqlite:///{location}"
+    if location.startswith("postgresql://"):
+        return "postgresql+psycopg://" + location.removeprefix("postgresql://")
+    if location.startswith("postgres://"):
+        return "postgresql+psycopg://" + location.removeprefix("postgres://")
+    return location

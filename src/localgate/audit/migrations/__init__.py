@@ -1,0 +1,1 @@
+"""Alembic migrations of the audit database (SQLite and PostgreSQL)."""
