@@ -170,3 +170,48 @@ def test_two_gateway_processes_write_one_valid_log(dsn: str, tmp_path: Path) -> 
     writers_seen = {parse_header(row.header or b"{}")["writer"] for row in rows}
     assert writers_seen == {"replica-a", "replica-b"}
     assert verify(dsn, "shared") == "OK 800"
+
+
+TAMPERING = {
+    "modified": (
+        ["UPDATE audit_log SET payload = payload || '\\x00'::bytea WHERE seq = 4"],
+        "record 4: modified: the payload ciphertext was changed",
+    ),
+    "deleted": (
+        ["DELETE FROM audit_log WHERE seq = 5"],
+        "record 5: deleted: records 5..5 are missing",
+    ),
+    "reordered": (
+        [
+            "UPDATE audit_log SET seq = -1 WHERE seq = 2",
+            "UPDATE audit_log SET seq = 2 WHERE seq = 3",
+            "UPDATE audit_log SET seq = 3 WHERE seq = -1",
+        ],
+        "record 2: reordered: the record at this position is record 3 of 'acme'",
+    ),
+    "inserted": (
+        [
+            "INSERT INTO audit_log SELECT tenant, 10, kind, request_id, recorded_at, header, "
+            "payload, original, leaf_hash FROM audit_log WHERE seq = 9"
+        ],
+        "record 10: reordered: the record at this position is record 9 of 'acme'",
+    ),
+    "truncated": (
+        ["DELETE FROM audit_log WHERE seq >= 7", "UPDATE audit_frontier SET size = 7"],
+        "record 7: truncated: a checkpoint covers 10 records but the log has 7",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(TAMPERING))
+def test_each_kind_of_tampering_is_named(dsn: str, how: str) -> None:
+    import psycopg
+
+    fill(dsn, MasterKey(MasterKey.generate()), 10)
+    statements, expected = TAMPERING[how]
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("SET session_replication_role = replica")  # past the triggers, as a DBA
+        for statement in statements:
+            db.execute(statement)
+
+    assert verify(dsn) == expected
