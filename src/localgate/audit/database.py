@@ -73,8 +73,6 @@ class SqliteDatabase:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=10000")
-        # Erased rows and values (shredded keys) are overwritten, not left in free pages.
-        self._db.execute("PRAGMA secure_delete=ON")
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
