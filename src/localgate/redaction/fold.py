@@ -46,7 +46,18 @@ def _matters() -> re.Pattern[str]:
     """Characters whose folding can change what a pattern sees."""
     relevant = set("0123456789@+-. ()") | set(string.ascii_letters)
     codes = sorted(code for code, folded in _table().items() if chr(folded) in relevant)
-    return re.compile("[" + "".join(re.escape(chr(code)) for code in codes) + "]")
+    # As ranges: a class of thousands of single characters is checked one by one.
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    parts = "".join(
+        re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
+        for low, high in ranges
+    )
+    return re.compile(f"[{parts}]")
 
 
 def fold(text: str) -> str:
