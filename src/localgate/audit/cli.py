@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
-from localgate.audit.checkpoint import Checkpoint, CheckpointError, CheckpointVerifier
+from localgate.audit.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSigner,
+    CheckpointVerifier,
+)
 from localgate.audit.crypto import CipherSuite, DecryptionError, MasterKey
 from localgate.audit.keyring import Keyring
 from localgate.audit.merkle import TreeHasher, inclusion_proof, verify_inclusion
@@ -51,6 +56,17 @@ def _verifier(settings: Settings, key: str | None) -> CheckpointVerifier | None:
         return CheckpointVerifier.from_key_string(key)
     own = signer(settings, create=False)
     return CheckpointVerifier.from_key_string(own.verifier_key()) if own else None
+
+
+def _required_signer(settings: Settings) -> CheckpointSigner:
+    """The signing key (checkpoints and purge markers are signed), or a clear error."""
+    key = signer(settings, create=False)
+    if key is None:
+        raise click.ClickException(
+            f"cannot read the signing key {settings.audit_signing_key_path}; run this where "
+            "the key is (audit.signing_key_file)"
+        )
+    return key
 
 
 @click.group()
@@ -114,9 +130,7 @@ def checkpoint(ctx: click.Context) -> None:
     from localgate.audit.checkpointing import Checkpointer
 
     settings = _settings(ctx)
-    key = signer(settings, create=False)
-    if key is None:
-        raise click.ClickException(f"cannot read the signing key {settings.audit_signing_key_path}")
+    key = _required_signer(settings)
     reader = _reader(settings)
     suite = _suite(reader)
     made = Checkpointer(
@@ -134,9 +148,7 @@ def checkpoint(ctx: click.Context) -> None:
 def verifier_key(ctx: click.Context) -> None:
     """Print the public key auditors use to check checkpoints and proofs."""
     settings = _settings(ctx)
-    key = signer(settings, create=False)
-    if key is None:
-        raise click.ClickException(f"cannot read the signing key {settings.audit_signing_key_path}")
+    key = _required_signer(settings)
     click.echo(key.verifier_key())
 
 
@@ -329,12 +341,7 @@ def purge(ctx: click.Context, now_text: str | None) -> None:
     from localgate.audit.store import AuditStore
 
     settings = _settings(ctx)
-    key = signer(settings, create=False)
-    if key is None:
-        raise click.ClickException(
-            f"purging needs the signing key {settings.audit_signing_key_path}: purge markers "
-            "are signed"
-        )
+    key = _required_signer(settings)
     reader = _reader(settings)
     store = AuditStore(
         database(settings), master_key(settings, create=False), Suite(_suite(reader).name)
