@@ -1,9 +1,10 @@
-"""The stages between identity and the router.
+"""The stages between identity and the router: their interfaces, and the pass-throughs.
 
-Each stage has one job and a small interface. In this version limits, redaction,
-cache and audit are pass-throughs: the pipeline already calls them in their final
-order, and the traffic-control, redaction, vector-layer and audit-trail work replaces
-these classes without touching the pipeline.
+Each stage has one job and a small interface. Redaction (``localgate.redaction``) and
+the audit trail (``localgate.audit``) implement theirs; limits and the cache are still
+pass-throughs that the pipeline calls in their final place, for the traffic-control and
+vector-layer work to replace without touching the pipeline. ``NoAudit`` is what runs
+with ``proxy.enable_audit: false``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ __all__ = [
     "NoAudit",
     "NoCache",
     "NoLimits",
-    "NoRedaction",
     "Permit",
     "RedactionStage",
 ]
@@ -106,25 +106,6 @@ class NoLimits:
     async def admit(self, ctx: RequestContext) -> Permit:
         """Always admitted."""
         return _NoPermit()
-
-
-class NoRedaction:
-    """Forwards text unchanged (for tenants and tests that opt out)."""
-
-    def redact_request(self, ctx: RequestContext) -> None:
-        """Leaves ``ctx.body`` as it is."""
-
-    def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
-        """Returns the answer as it is."""
-        return answer
-
-    def restore_event(self, ctx: RequestContext, event: Any) -> Any:
-        """Returns the event as it is."""
-        return event
-
-    def finish_stream(self, ctx: RequestContext) -> list[Any]:
-        """Nothing is ever held back."""
-        return []
 
 
 class NoCache:
