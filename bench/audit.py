@@ -27,7 +27,6 @@ from pathlib import Path
 
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase, sqlite_at
-from localgate.audit.merkle import TreeHasher
 from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
@@ -143,7 +142,7 @@ def verify_time(folder: Path, count: int) -> tuple[float, float]:
     reader = store.reader()
     store.close()
     started = time.perf_counter()
-    report = verify_tenant(reader, "bench", TreeHasher("sha256"), CipherSuite("standard"), None)
+    report = verify_tenant(reader, "bench", CipherSuite("standard"), None)
     checked = time.perf_counter() - started
     reader.close()
     if not report.ok or report.records != count:

@@ -46,13 +46,9 @@ def log(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, CipherSui
 
 def verify(path: Path, suite: CipherSuite, tenant: str = "acme") -> str:
     reader = AuditReader(SqliteDatabase(path))
-    hasher_name = "sha256" if suite.name == "standard" else "sm3"
-    from localgate.audit.merkle import TreeHasher
-
     report = verify_tenant(
         reader,
         tenant,
-        TreeHasher(hasher_name),
         suite,
         CheckpointVerifier.from_key_string(SIGNER.verifier_key()),
     )
@@ -124,9 +120,8 @@ def test_reordered_records(log: tuple[Path, CipherSuite]) -> None:
 def test_inserted_record_at_the_end(log: tuple[Path, CipherSuite]) -> None:
     path, suite = log
     forged = canonical({"tenant": "acme", "seq": 20, "kind": "request", "request_id": "forged"})
-    from localgate.audit.merkle import TreeHasher
 
-    leaf = TreeHasher("sha256" if suite.name == "standard" else "sm3").hash_leaf(forged)
+    leaf = suite.tree_hasher().hash_leaf(forged)
     sql(
         path,
         "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, leaf_hash) "
@@ -156,9 +151,8 @@ def test_consistently_rewritten_log_fails_against_the_signed_checkpoint(
     log: tuple[Path, CipherSuite],
 ) -> None:
     path, suite = log
-    from localgate.audit.merkle import TreeHasher
 
-    hasher = TreeHasher("sha256" if suite.name == "standard" else "sm3")
+    hasher = suite.tree_hasher()
     with sqlite3.connect(path) as db:
         raw = db.execute("SELECT header FROM audit_log WHERE tenant='acme' AND seq=1").fetchone()[0]
         header = parse_header(raw)
@@ -176,12 +170,10 @@ def test_checkpoint_signed_by_another_key_is_refused(log: tuple[Path, CipherSuit
     path, suite = log
     intruder = CheckpointSigner.generate("test-log")
     reader = AuditReader(SqliteDatabase(path))
-    from localgate.audit.merkle import TreeHasher
 
     report = verify_tenant(
         reader,
         "acme",
-        TreeHasher("sha256" if suite.name == "standard" else "sm3"),
         suite,
         CheckpointVerifier.from_key_string(intruder.verifier_key()),
     )

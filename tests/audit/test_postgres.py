@@ -22,7 +22,6 @@ from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase
-from localgate.audit.merkle import TreeHasher
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
@@ -77,7 +76,6 @@ def verify(dsn: str, tenant: str = "acme") -> str:
     report = verify_tenant(
         reader,
         tenant,
-        TreeHasher("sha256"),
         CipherSuite("standard"),
         CheckpointVerifier.from_key_string(SIGNER.verifier_key()),
     )

@@ -45,6 +45,7 @@ __all__ = [
     "CheckpointSigner",
     "CheckpointVerifier",
     "load_signer",
+    "note_text",
     "write_key_file",
 ]
 
@@ -264,6 +265,11 @@ class CheckpointVerifier:
         if origin is not None and checkpoint.origin != origin:
             raise CheckpointError(f"the checkpoint is for {checkpoint.origin!r}, not {origin!r}")
         return checkpoint
+
+
+def note_text(note: str) -> str:
+    """The signed text of ``note`` (everything before its signature lines), unverified."""
+    return note.split("\n\n", 1)[0] + "\n"
 
 
 def write_key_file(path: str | os.PathLike[str], signer: CheckpointSigner) -> None:

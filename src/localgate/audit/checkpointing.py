@@ -13,7 +13,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from localgate.audit.checkpoint import Checkpoint, CheckpointSigner
+from localgate.audit.checkpoint import Checkpoint, CheckpointSigner, note_text
 from localgate.audit.merkle import Frontier, TreeHasher, root_of
 from localgate.audit.store import AuditReader
 
@@ -94,7 +94,7 @@ class Checkpointer:
                 return False
             if signed:
                 size, note = signed[-1]
-                checkpoint = Checkpoint.parse(note.split("\n\n", 1)[0] + "\n")
+                checkpoint = Checkpoint.parse(note_text(note))
                 if size > len(leaves) or root_of(self._hasher, leaves[:size]) != checkpoint.root:
                     return False
             mine = Frontier(self._hasher)

@@ -19,7 +19,7 @@ from localgate.audit.checkpoint import (
 )
 from localgate.audit.crypto import CipherSuite, DecryptionError, MasterKey
 from localgate.audit.keyring import Keyring
-from localgate.audit.merkle import TreeHasher, inclusion_proof, verify_inclusion
+from localgate.audit.merkle import inclusion_proof, verify_inclusion
 from localgate.audit.records import parse_header
 from localgate.audit.retention import shred_expired
 from localgate.audit.store import AuditReader, StoredRecord, associated_data
@@ -47,15 +47,16 @@ def _suite(reader: AuditReader) -> CipherSuite:
     return CipherSuite("sm" if row and row[0] == "sm" else "standard")
 
 
-def _hasher(suite: CipherSuite) -> TreeHasher:
-    return TreeHasher("sha256" if suite.name == "standard" else "sm3")
-
-
 def _verifier(settings: Settings, key: str | None) -> CheckpointVerifier | None:
     if key:
         return CheckpointVerifier.from_key_string(key)
     own = signer(settings, create=False)
     return CheckpointVerifier.from_key_string(own.verifier_key()) if own else None
+
+
+def _now(text: str | None) -> datetime:
+    """``--now`` (UTC, ISO 8601), or the real time."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC) if text else datetime.now(UTC)
 
 
 def _required_signer(settings: Settings) -> CheckpointSigner:
@@ -107,7 +108,7 @@ def verify(
         external = []
         if checkpoint_dir is not None and (checkpoint_dir / name).is_dir():
             external = [p.read_text() for p in sorted((checkpoint_dir / name).glob("*.note"))]
-        report = verify_tenant(reader, name, _hasher(suite), suite, verifier, external)
+        report = verify_tenant(reader, name, suite, verifier, external)
         if report.ok:
             click.echo(f"{name}: OK ({report.records} records, {report.checkpoints} checkpoints)")
             if report.unanswered:
@@ -134,7 +135,11 @@ def checkpoint(ctx: click.Context) -> None:
     reader = _reader(settings)
     suite = _suite(reader)
     made = Checkpointer(
-        reader, _hasher(suite), key, settings.audit.log_name, settings.audit.checkpoint_export_dir
+        reader,
+        suite.tree_hasher(),
+        key,
+        settings.audit.log_name,
+        settings.audit.checkpoint_export_dir,
     ).run()
     reader.close()
     for tenant, size in made:
@@ -225,7 +230,7 @@ def prove(ctx: click.Context, request_id: str, kind: str) -> None:
     settings = _settings(ctx)
     reader = _reader(settings)
     suite = _suite(reader)
-    hasher = _hasher(suite)
+    hasher = suite.tree_hasher()
     matches = [r for r in reader.by_request(request_id) if r.kind == kind]
     if not matches or matches[0].header is None:
         raise click.ClickException(f"no {kind} record for request {request_id}")
@@ -266,7 +271,7 @@ def check_proof(proof_file: Any, key: str) -> None:
         checkpoint: Checkpoint = verifier.verify(data["checkpoint"])
         header = base64.b64decode(data["header"])
         proof = [base64.b64decode(node) for node in data["proof"]]
-        hasher = TreeHasher("sha256" if data["suite"] == "standard" else "sm3")
+        hasher = CipherSuite(data["suite"]).tree_hasher()
     except (CheckpointError, KeyError, ValueError) as exc:
         click.echo(f"INVALID: {exc}")
         sys.exit(1)
@@ -325,7 +330,7 @@ def shred(ctx: click.Context, now_text: str | None) -> None:
     """Destroy data keys whose retention has ended (crypto-shredding)."""
     settings = _settings(ctx)
     reader = _reader(settings)
-    now = datetime.fromisoformat(now_text).replace(tzinfo=UTC) if now_text else datetime.now(UTC)
+    now = _now(now_text)
     destroyed = shred_expired(reader, settings.audit, now)
     reader.close()
     click.echo(f"destroyed {len(destroyed)} data key(s)")
@@ -336,18 +341,15 @@ def shred(ctx: click.Context, now_text: str | None) -> None:
 @click.pass_context
 def purge(ctx: click.Context, now_text: str | None) -> None:
     """Erase metadata past audit.metadata_retention_days, leaving signed purge markers."""
-    from localgate.audit.crypto import CipherSuite as Suite
     from localgate.audit.retention import purge_expired
     from localgate.audit.store import AuditStore
 
     settings = _settings(ctx)
     key = _required_signer(settings)
     reader = _reader(settings)
-    store = AuditStore(
-        database(settings), master_key(settings, create=False), Suite(_suite(reader).name)
-    )
+    store = AuditStore(database(settings), master_key(settings, create=False), _suite(reader))
     store.start()
-    now = datetime.fromisoformat(now_text).replace(tzinfo=UTC) if now_text else datetime.now(UTC)
+    now = _now(now_text)
     try:
         done = purge_expired(store, reader, settings.audit, key, now)
     finally:

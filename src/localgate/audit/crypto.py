@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives import hmac as crypto_hmac
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from localgate.audit.merkle import TreeHasher
 from localgate.secret import Secret
 
 __all__ = [
@@ -104,6 +105,10 @@ class CipherSuite:
             return decryptor.update(body[:-_TAG]) + decryptor.finalize()
         except (InvalidTag, ValueError) as exc:
             raise DecryptionError("the ciphertext does not decrypt with this key") from exc
+
+    def tree_hasher(self) -> TreeHasher:
+        """The Merkle tree hash of logs in this suite: SHA-256 or SM3."""
+        return TreeHasher("sha256" if self.name == "standard" else "sm3")
 
     def new_key(self) -> bytes:
         """A fresh random data key."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
+from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier, note_text
 from localgate.audit.records import PendingRecord, parse_header
 from localgate.audit.store import AuditReader, AuditStore
 from localgate.config import AuditSettings
@@ -124,7 +124,7 @@ def purge_point(reader: AuditReader, tenant: str, verifier: CheckpointVerifier |
         try:
             fields = parse_header(raw)
             note = str(fields["note"])
-            text = verifier.open_note(note) if verifier else note.split("\n\n", 1)[0]
+            text = verifier.open_note(note) if verifier else note_text(note)
             lines = dict(line.split(" ", 1) for line in text.splitlines()[1:] if " " in line)
             if not text.startswith(PURGE_HEADER) or lines.get("tenant") != tenant:
                 continue

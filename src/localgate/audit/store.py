@@ -25,7 +25,7 @@ from typing import Any
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import Database
 from localgate.audit.keyring import Keyring
-from localgate.audit.merkle import Frontier, TreeHasher
+from localgate.audit.merkle import Frontier
 from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import FORMAT_VERSION, PendingRecord, canonical
 
@@ -78,7 +78,7 @@ class AuditStore:
     ) -> None:
         self._connect = connect
         self.suite = suite
-        self.hasher = TreeHasher("sha256" if suite.name == "standard" else "sm3")
+        self.hasher = suite.tree_hasher()
         self._master = master
         self._key_period = key_period
         self._synchronous = synchronous

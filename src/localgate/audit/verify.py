@@ -21,7 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from localgate.audit.checkpoint import Checkpoint, CheckpointError, CheckpointVerifier
+from localgate.audit.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointVerifier,
+    note_text,
+)
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.merkle import Frontier, TreeHasher
 from localgate.audit.records import parse_header
@@ -63,13 +68,13 @@ class TenantReport:
 def verify_tenant(
     reader: AuditReader,
     tenant: str,
-    hasher: TreeHasher,
     suite: CipherSuite,
     verifier: CheckpointVerifier | None,
     external: list[str] | None = None,
 ) -> TenantReport:
     """Verify one tenant's log against its stored and any ``external`` checkpoints."""
     report = TenantReport(tenant)
+    hasher = suite.tree_hasher()
     checkpoints, problem = _checkpoints(reader, tenant, verifier, external or [])
     if problem is not None:
         report.problem = problem
@@ -177,11 +182,7 @@ def _checkpoints(
     checkpoints = []
     for note in notes:
         try:
-            checkpoint = (
-                verifier.verify(note)
-                if verifier
-                else Checkpoint.parse(note.split("\n\n")[0] + "\n")
-            )
+            checkpoint = verifier.verify(note) if verifier else Checkpoint.parse(note_text(note))
         except CheckpointError as exc:
             return [], Problem(None, "unsigned", f"a checkpoint does not verify: {exc}")
         if not checkpoint.origin.endswith(f"/audit/{tenant}"):
