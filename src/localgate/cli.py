@@ -89,8 +89,8 @@ def redact(
     config_path: Path | None, text: str | None, tenant: str | None, detect_jsonl: bool
 ) -> None:
     """Show what the gateway would send for TEXT, and what it found (types and positions)."""
-    from localgate.redaction.session import PolicyBlocked, RedactionSession
-    from localgate.redaction.stage import build_detector
+    from localgate.redaction.session import PolicyBlocked
+    from localgate.redaction.stage import build_detector, new_session
 
     settings, _ = load_or_exit(config_path)
     policy = settings.redaction_for(tenant) if tenant else settings.proxy.redaction
@@ -113,16 +113,7 @@ def redact(
         return
     if text is None:
         text = sys.stdin.read()
-    session = RedactionSession(
-        policy,
-        detector,
-        {rule.type: rule.action for rule in settings.proxy.redaction_rules},
-        {
-            r.type: r.replacement
-            for r in settings.proxy.redaction_rules
-            if r.replacement is not None
-        },
-    )
+    session = new_session(settings, policy, detector)
     findings = detector.detect(text)
     try:
         redacted = session.redact(text, "text")

@@ -308,11 +308,7 @@ class AuditReader:
 
     def leaf_hashes(self, tenant: str, size: int) -> list[bytes]:
         """The first ``size`` leaf hashes of a tenant's log."""
-        rows = self.db.execute(
-            "SELECT CAST(leaf_hash AS BLOB) FROM audit_log WHERE tenant=? AND seq < ? ORDER BY seq",
-            (tenant, size),
-        ).fetchall()
-        return [row[0] for row in rows]
+        return self.leaf_hashes_between(tenant, 0, size)
 
     def leaf_hashes_between(self, tenant: str, start: int, end: int) -> list[bytes]:
         """Leaf hashes of positions ``start`` .. ``end - 1``."""

@@ -16,13 +16,26 @@ from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import RedactionSession
 
-__all__ = ["PolicyRedaction", "RedactionFailed", "build_detector"]
+__all__ = ["PolicyRedaction", "RedactionFailed", "build_detector", "new_session"]
 
 logger = logging.getLogger("localgate")
 
 
 class RedactionFailed(LocalgateError):
     """The redactor itself failed: the request is refused, never forwarded unredacted."""
+
+
+def new_session(
+    settings: Settings, policy: RedactionSettings, detector: Detector
+) -> RedactionSession:
+    """A session applying ``policy`` and the configured custom rules' own actions."""
+    rules = settings.proxy.redaction_rules
+    return RedactionSession(
+        policy,
+        detector,
+        {rule.type: rule.action for rule in rules},
+        {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
+    )
 
 
 def build_detector(settings: Settings, redaction: RedactionSettings) -> Detector:
@@ -56,12 +69,6 @@ class PolicyRedaction:
     def __init__(self, settings: Settings, metrics: GatewayMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._rule_actions = {rule.type: rule.action for rule in settings.proxy.redaction_rules}
-        self._rule_replacements = {
-            rule.type: rule.replacement
-            for rule in settings.proxy.redaction_rules
-            if rule.replacement is not None
-        }
         self._detectors: dict[tuple[bool, float], Detector] = {}
         self._policies: dict[str, RedactionSettings] = {}
         # Built now, not on the first request: the first request should not pay for it.
@@ -75,9 +82,7 @@ class PolicyRedaction:
         if not policy.enabled:
             return
         started = time.perf_counter()
-        session = RedactionSession(
-            policy, self._detector(policy), self._rule_actions, self._rule_replacements
-        )
+        session = new_session(self._settings, policy, self._detector(policy))
         try:
             ctx.body = redact_request_body(ctx.route.method, ctx.body, session)
         except LocalgateError:
