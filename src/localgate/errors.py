@@ -59,9 +59,14 @@ class LocalgateError(Exception):
         """The HTTP status this error is sent with (equal to ``error.code``)."""
         return self.http_status
 
+    @property
+    def status_name(self) -> str:
+        """The canonical status string sent with it (``error.status``)."""
+        return self.status
+
     def envelope(self) -> dict[str, Any]:
         """The Gemini error body for this error."""
-        return {"error": {"code": self.code, "message": self.message, "status": self.status}}
+        return {"error": {"code": self.code, "message": self.message, "status": self.status_name}}
 
 
 class InvalidArgument(LocalgateError):

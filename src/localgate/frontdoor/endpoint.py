@@ -95,7 +95,7 @@ class GeminiEndpoint:
             response = JsonResponse(dump_json(reply.body), 200, reply.headers)
         except LocalgateError as exc:
             await _close_stream(reply)
-            _finish(services, ctx, exc.code, exc.envelope()["error"].get("status"))
+            _finish(services, ctx, exc.code, exc.status_name)
             return error_response(exc)
         except ClientDisconnect:
             _finish(services, ctx, _CLIENT_CLOSED, "CANCELLED")
@@ -104,7 +104,7 @@ class GeminiEndpoint:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
             await _close_stream(reply)
             error = _internal(ctx)
-            _finish(services, ctx, error.code, error.status)
+            _finish(services, ctx, error.code, error.status_name)
             return error_response(error)
         _finish(services, ctx, 200, None)
         return response
@@ -275,12 +275,12 @@ class _StreamResponse(StreamingResponse):
                 yield self._encoder.event(event)
             self._status, self._error_status = 200, None
         except LocalgateError as exc:
-            self._status, self._error_status = exc.code, exc.envelope()["error"].get("status")
+            self._status, self._error_status = exc.code, exc.status_name
             yield self._encoder.error(exc)
         except Exception:
             logger.exception("stream %s failed inside the gateway", self._ctx.request_id)
             error = _internal(self._ctx)
-            self._status, self._error_status = error.code, error.status
+            self._status, self._error_status = error.code, error.status_name
             yield self._encoder.error(error)
         yield self._encoder.close()
 
