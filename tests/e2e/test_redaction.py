@@ -11,10 +11,13 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.records import parse_header
+from localgate.audit.store import AuditReader
 from localgate.identity import SqliteKeyStore
 from localgate.redaction.detector import Detector
 from localgate.testing import FakeGemini
-from tests.conftest import RunningGateway, run_gateway
+from tests.conftest import RunningGateway, run_gateway, wait_until
 
 PROMPT = "客户张伟，手机13812345678，身份证11010519491231002X，请起草一封道歉信"
 REDACTED = "客户[PERSON_1]，手机[CN_MOBILE_1]，身份证[CN_RESIDENT_ID_1]，请起草一封道歉信"
@@ -230,6 +233,15 @@ def test_redaction_failure_refuses_the_request(
     assert response.headers["x-request-id"] in error["message"]
     assert "nothing was forwarded" in error["message"]
     assert upstream.requests == []
+
+    def outcome() -> object:
+        reader = AuditReader(SqliteDatabase(gateway.settings.audit_db_path))
+        records = reader.by_request(response.headers["x-request-id"])
+        reader.close()
+        return parse_header(records[0].header or b"{}").get("outcome") if records else None
+
+    wait_until(lambda: outcome() is not None)
+    assert outcome() == "refused: redaction failed"
 
 
 def test_findings_are_counted_and_nothing_sensitive_is_logged(

@@ -27,6 +27,8 @@ _RETRY_SECONDS = 2.0
 class TrailAudit:
     """Writes each request's records to the tenant's tamper-evident log."""
 
+    keeps_answers = True
+
     def __init__(self, store: AuditStore, spool: Spool, *, store_original: bool = False) -> None:
         self._store = store
         self._spool = spool

@@ -66,7 +66,9 @@ class Pipeline:
                 else:
                     self.redaction.redact_request(ctx)
             except LocalgateError as exc:
-                await self.audit.record_outcome(ctx, "blocked by policy", exc.code)
+                # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
+                outcome = "blocked by policy" if exc.code < 500 else "refused: redaction failed"
+                await self.audit.record_outcome(ctx, outcome, exc.code)
                 raise
             cached = await self.cache.lookup(ctx)
             if cached is not None:
@@ -94,7 +96,8 @@ class Pipeline:
     async def _unary_answer(
         self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
     ) -> UnaryReply:
-        ctx.answer_events.append(orjson.dumps(reply.body))
+        if self.audit.keeps_answers:
+            ctx.answer_events.append(orjson.dumps(reply.body))
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         ctx.observe_answer(reply.body)
         await self.audit.record_outcome(ctx, outcome, 200)
@@ -103,7 +106,8 @@ class Pipeline:
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
         """The response stages for one stream event."""
-        ctx.answer_events.append(orjson.dumps(event))
+        if self.audit.keeps_answers:
+            ctx.answer_events.append(orjson.dumps(event))
         event = self.redaction.restore_event(ctx, event)
         ctx.observe_answer(event)
         return event

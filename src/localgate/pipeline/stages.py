@@ -86,6 +86,9 @@ class CacheStage(Protocol):
 class AuditStage(Protocol):
     """Durable record of every call, before it leaves and when it completes."""
 
+    # Whether the completion record stores the answer (so the pipeline keeps a copy).
+    keeps_answers: bool
+
     async def record_request(self, ctx: RequestContext) -> None:
         """Write the request record; raise to refuse the request if it cannot be written."""
         ...
@@ -118,6 +121,8 @@ class NoCache:
 
 class NoAudit:
     """Writes no records (``proxy.enable_audit: false``)."""
+
+    keeps_answers = False
 
     async def record_request(self, ctx: RequestContext) -> None:
         """Nothing to write."""
