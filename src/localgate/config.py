@@ -35,13 +35,18 @@ __all__ = [
     "Action",
     "AuditSettings",
     "CacheSettings",
+    "EmbeddingSettings",
     "LoggingSettings",
     "MaskSettings",
     "ProxySettings",
+    "RagSettings",
     "RedactionRule",
     "RedactionSettings",
+    "SemanticCacheSettings",
     "ServerSettings",
     "Settings",
+    "TenantCacheSettings",
+    "TenantRagSettings",
     "TenantRedactionSettings",
     "TenantSettings",
     "UpstreamSettings",
@@ -164,12 +169,6 @@ class TenantRedactionSettings(_Section):
     scan_answers: bool | None = None
 
 
-class TenantSettings(_Section):
-    """Per-tenant policy."""
-
-    redaction: TenantRedactionSettings = TenantRedactionSettings()
-
-
 class ProxySettings(_Section):
     """Data-localization policy of the proxy."""
 
@@ -199,12 +198,107 @@ class AuditSettings(_Section):
     log_name: str = Field("localgate", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+class EmbeddingSettings(_Section):
+    """The local embedder behind the cache, retrieval and local ``embedContent`` answers."""
+
+    provider: Literal["builtin", "sentence-transformers"] = "builtin"
+    model_path: Path | None = None
+    dimensions: int = Field(512, ge=64, le=8192)
+    batch_size: int = Field(32, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _model_on_disk(self) -> EmbeddingSettings:
+        if self.provider != "sentence-transformers":
+            return self
+        if self.model_path is None:
+            raise ValueError(
+                "embeddings.model_path: required for provider sentence-transformers "
+                "(a model directory on disk; nothing is downloaded)"
+            )
+        if not (self.model_path / "config.json").is_file():
+            raise ValueError(
+                f"embeddings.model_path: {self.model_path} is not a model directory "
+                "(no config.json in it); nothing is downloaded, so the model must be on disk"
+            )
+        return self
+
+
+class SemanticCacheSettings(_Section):
+    """The similarity layer of the cache: which requests it may answer, and how close."""
+
+    enabled: bool = True
+    threshold: float = Field(0.95, gt=0, le=1)
+    max_temperature: float = Field(0.0, ge=0)
+    allow_tools: bool = False
+    candidates: int = Field(8, ge=1, le=100)
+
+
 class CacheSettings(_Section):
-    """Local vector cache."""
+    """Local vector cache, keyed on the redacted request; its store also holds RAG passages."""
 
     enabled: bool = False
     vector_store: Literal["chroma"] = "chroma"
     persist_path: Path | None = None
+    chroma_url: str | None = None
+    ttl_s: float = Field(86400.0, gt=0)
+    exact: bool = True
+    semantic: SemanticCacheSettings = SemanticCacheSettings()
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _chroma_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "must be an http:// or https:// URL with a host, e.g. http://chroma:8000"
+            )
+        return value.rstrip("/")
+
+
+class RagSettings(_Section):
+    """Retrieval over the tenant's own documents, done locally."""
+
+    enabled: bool = False
+    collection: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+    top_k: int = Field(4, ge=1, le=50)
+    min_similarity: float = Field(0.3, ge=0, le=1)
+    chunk_chars: int = Field(1000, ge=100, le=100_000)
+    chunk_overlap: int = Field(100, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> RagSettings:
+        if self.chunk_overlap >= self.chunk_chars:
+            raise ValueError("rag.chunk_overlap: must be smaller than rag.chunk_chars")
+        return self
+
+
+class TenantCacheSettings(_Section):
+    """A tenant's changes to the cache settings; unset fields inherit."""
+
+    enabled: bool | None = None
+    ttl_s: float | None = Field(None, gt=0)
+    exact: bool | None = None
+    semantic: bool | None = None
+
+
+class TenantRagSettings(_Section):
+    """A tenant's changes to the retrieval settings; unset fields inherit."""
+
+    enabled: bool | None = None
+    collection: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+    top_k: int | None = Field(None, ge=1, le=50)
+    min_similarity: float | None = Field(None, ge=0, le=1)
+
+
+class TenantSettings(_Section):
+    """Per-tenant policy."""
+
+    redaction: TenantRedactionSettings = TenantRedactionSettings()
+    cache: TenantCacheSettings = TenantCacheSettings()
+    rag: TenantRagSettings = TenantRagSettings()
+    local_embeddings: bool | None = None
 
 
 class Settings(_Section):
@@ -218,6 +312,9 @@ class Settings(_Section):
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
     audit: AuditSettings = AuditSettings()
     cache: CacheSettings = CacheSettings()
+    rag: RagSettings = RagSettings()
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+    local_embeddings: bool = False
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
 
@@ -261,6 +358,32 @@ class Settings(_Section):
         changes["actions"] = {**base.actions, **tenant_settings.redaction.actions}
         return base.model_copy(update=changes)
 
+    def cache_for(self, tenant: str) -> CacheSettings:
+        """The cache settings with ``tenant``'s changes applied."""
+        base = self.cache
+        changes = self._tenant(tenant).cache.model_dump(exclude_none=True)
+        if "semantic" in changes:
+            changes["semantic"] = base.semantic.model_copy(update={"enabled": changes["semantic"]})
+        return base.model_copy(update=changes) if changes else base
+
+    def rag_for(self, tenant: str) -> RagSettings:
+        """The retrieval settings with ``tenant``'s changes applied."""
+        changes = self._tenant(tenant).rag.model_dump(exclude_none=True)
+        return self.rag.model_copy(update=changes) if changes else self.rag
+
+    def local_embeddings_for(self, tenant: str) -> bool:
+        """Whether ``tenant``'s embedContent calls are answered by the local embedder."""
+        choice = self._tenant(tenant).local_embeddings
+        return self.local_embeddings if choice is None else choice
+
+    def _tenant(self, tenant: str) -> TenantSettings:
+        return self.tenants.get(tenant) or _NO_TENANT_CHANGES
+
+    @property
+    def vector_store_path(self) -> Path:
+        """Where the embedded ChromaDB keeps its files."""
+        return self.cache.persist_path or self.data_dir / "chroma"
+
     @property
     def state_db_path(self) -> Path:
         """The SQLite file holding keys and other gateway state."""
@@ -285,6 +408,9 @@ class Settings(_Section):
     def access_log_path(self) -> Path:
         """Where the JSON access log goes."""
         return self.logging.access_log or self.data_dir / "logs" / "access.log"
+
+
+_NO_TENANT_CHANGES = TenantSettings()
 
 
 def load_settings(

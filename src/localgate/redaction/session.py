@@ -26,8 +26,13 @@ class RedactionSession:
         detector: Detector,
         rule_actions: Mapping[str, Action] | None = None,
         rule_replacements: Mapping[str, str] | None = None,
+        *,
+        reversible: bool = True,
     ) -> None:
         self.settings = settings
+        # False for text that is stored, not sent (retrieval passages): ``pseudonymize``
+        # then writes the bare type, ``[PERSON]``, which no request's table can restore.
+        self.reversible = reversible
         self.detector = detector
         self.pseudonyms = Pseudonyms()
         self.counts: Counter[tuple[str, str]] = Counter()
@@ -68,8 +73,10 @@ class RedactionSession:
                     f"{where}. Remove it and send the request again."
                 )
             value = text[finding.start : finding.end]
-            if action == "pseudonymize":
+            if action == "pseudonymize" and self.reversible:
                 replacement = self.pseudonyms.placeholder(finding.type, value)
+            elif action == "pseudonymize":
+                replacement = f"[{finding.type}]"
             else:
                 replacement = self._mask(finding.type, value)
             pieces += (text[last : finding.start], replacement)

@@ -26,7 +26,7 @@ class RedactionFailed(LocalgateError):
 
 
 def new_session(
-    settings: Settings, policy: RedactionSettings, detector: Detector
+    settings: Settings, policy: RedactionSettings, detector: Detector, *, reversible: bool = True
 ) -> RedactionSession:
     """A session applying ``policy`` and the configured custom rules' own actions."""
     rules = settings.proxy.redaction_rules
@@ -35,6 +35,7 @@ def new_session(
         detector,
         {rule.type: rule.action for rule in rules},
         {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
+        reversible=reversible,
     )
 
 

@@ -1,0 +1,1 @@
+"""The local vector layer: embeddings, the ChromaDB store, the cache and retrieval."""

