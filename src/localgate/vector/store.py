@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ logger = logging.getLogger("localgate.vector")
 T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _GENERATION_FILE = "localgate.generation"
+_RETRY_OPEN_S = 5.0
 
 
 def check_collection_name(name: str) -> str:
@@ -70,6 +72,8 @@ class VectorStore:
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._generation: float | None = None
+        self._retry_at = 0.0
+        self._down = ""
 
     @property
     def where(self) -> str:
@@ -91,6 +95,14 @@ class VectorStore:
     def sync(self, call: Callable[..., T], *args: Any) -> T:
         """Run ``call(*args)`` here (for the CLI, which has no event loop)."""
         return self._guarded(call, *args)
+
+    async def check(self) -> str | None:
+        """None when the store answers, else why not (for ``/readyz``)."""
+        try:
+            await self.run(lambda: self._open().heartbeat())
+        except Exception as exc:  # noqa: BLE001 - any failure means "not ready", said plainly
+            return f"the vector store at {self.where} does not answer: {exc}"
+        return None
 
     def close(self) -> None:
         """Finish queued calls and stop the worker thread."""
@@ -186,7 +198,16 @@ class VectorStore:
 
     def _open(self) -> Any:
         if self._client is None:
-            self._client = self._connect()
+            # After a failed open, wait before trying again: a store that is down must
+            # not add a connection attempt to every request.
+            if time.monotonic() < self._retry_at:
+                raise ServiceUnavailable(self._down)
+            try:
+                self._client = self._connect()
+            except ServiceUnavailable as exc:
+                self._retry_at = time.monotonic() + _RETRY_OPEN_S
+                self._down = exc.message
+                raise
         return self._client
 
     def _connect(self) -> Any:
