@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -144,3 +148,35 @@ def shared_gateway(
 def gateway(shared_gateway: RunningGateway, upstream: FakeGemini) -> RunningGateway:
     """The shared gateway, with a freshly reset upstream."""
     return shared_gateway
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Chroma server (the ``chroma`` command of the chromadb package) on loopback."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = Path(sys.executable).parent / "chroma"
+    path = tmp_path_factory.mktemp("chroma-server")
+    process = subprocess.Popen(  # noqa: S603 - our own venv's chroma command
+        [str(command), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError("the Chroma server exited")
+        try:
+            return httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, timeout=30)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

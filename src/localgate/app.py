@@ -22,11 +22,12 @@ from localgate.identity import SqliteKeyStore
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.pipeline import Pipeline
-from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits
+from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits, NoRetrieval
 from localgate.redaction.stage import PolicyRedaction
 from localgate.requestid import RequestIdMiddleware
 from localgate.upstream import GeminiUpstream, Router
 from localgate.upstream.gemini import open_session
+from localgate.vector.layer import VectorLayer
 
 __all__ = ["create_app"]
 
@@ -54,19 +55,23 @@ def create_app(settings: Settings) -> ASGIApp:
             session=session,
             read_timeout_s=upstream_settings.timeout_s,
         )
-        router = Router(default=upstream)
+        metrics = GatewayMetrics()
+        vector = VectorLayer.open(settings, metrics)
+        router = Router(
+            default=upstream,
+            local_embeddings=vector.local_embeddings if vector else None,
+            embeds_locally=settings.local_embeddings_for,
+        )
         for candidate in router.upstreams:
             if candidate.ready is not None:
                 logger.warning("not ready to forward: %s", candidate.ready)
-        for warning in _not_yet_in_effect(settings):
-            logger.warning(warning)
-        metrics = GatewayMetrics()
         trail = AuditTrail.open(settings) if settings.proxy.enable_audit else None
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
             redaction=PolicyRedaction(settings, metrics),
-            cache=NoCache(),
+            retrieval=vector.retrieval if vector else NoRetrieval(),
+            cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
             router=router,
         )
@@ -83,8 +88,10 @@ def create_app(settings: Settings) -> ASGIApp:
         gc.collect()
         gc.freeze()
         try:
-            yield {"services": services, "keys": keys, "router": router}
+            yield {"services": services, "keys": keys, "router": router, "vector": vector}
         finally:
+            if vector is not None:
+                await vector.close()
             if trail is not None:
                 await trail.close()
             await session.close()
@@ -104,16 +111,6 @@ def create_app(settings: Settings) -> ASGIApp:
     return RequestIdMiddleware(Dispatcher(starlette, endpoint))
 
 
-def _not_yet_in_effect(settings: Settings) -> list[str]:
-    """Settings this version accepts but does not act on yet; said loudly at start-up."""
-    warnings = []
-    if settings.cache.enabled:
-        warnings.append(
-            "cache.enabled: the vector cache is not part of this version; nothing is cached"
-        )
-    return warnings
-
-
 async def healthz(request: Request) -> Response:
     """The process is alive."""
     return JSONResponse({"status": "ok"})
@@ -131,6 +128,9 @@ async def readyz(request: Request) -> Response:
     router: Router = request.state.router
     for upstream in router.upstreams:
         checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"
+    vector: VectorLayer | None = request.state.vector
+    if vector is not None:
+        checks["vector_store"] = await vector.store.check() or "ok"
     ready = all(value == "ok" for value in checks.values())
     return JSONResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},

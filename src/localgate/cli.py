@@ -13,6 +13,7 @@ import click
 from localgate import __version__
 from localgate.audit.cli import audit
 from localgate.cliconfig import config_option, load_or_exit
+from localgate.vector.cli import cache, rag
 
 __all__ = ["main"]
 
@@ -220,3 +221,5 @@ def keys_revoke(config_path: Path | None, key_id: str) -> None:
 
 
 main.add_command(audit)
+main.add_command(rag)
+main.add_command(cache)

@@ -57,7 +57,8 @@ class TrailAudit:
             request_id=ctx.request_id,
             fields=_request_fields(ctx),
             payload=sent,
-            sent=sent,
+            # Answered from the local cache: this is what was asked, nothing was sent.
+            sent=sent if ctx.served_from is None else None,
             prompt=b"\n".join(texts) if texts else None,
             original=orjson.dumps(ctx.original_texts) if self._store_original else None,
             user=ctx.end_user,
@@ -149,7 +150,7 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
     summary: dict[str, dict[str, int]] = {}
     for (entity_type, action), count in sorted(ctx.redaction_summary.items()):
         summary.setdefault(entity_type, {})[action] = count
-    return {
+    fields = {
         "key_id": ctx.principal.key_id if ctx.principal else None,
         "client": ctx.client,
         "route": route.method.value if route else None,
@@ -158,3 +159,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         "received": ctx.received_at,
         "redaction": summary,
     }
+    if ctx.rag is not None:
+        fields["rag"] = ctx.rag
+    if ctx.served_from is not None:
+        fields["served_from"] = ctx.served_from
+    return fields

@@ -73,6 +73,8 @@ class GeminiEndpoint:
             route=None,
             client=request.client.host if request.client else None,
             end_user=request.headers.get("x-localgate-user") or None,
+            cache_control=request.headers.get("x-localgate-cache") or None,
+            rag_collection=request.headers.get("x-localgate-rag-collection") or None,
         )
         services.metrics.in_flight.inc()
         try:

@@ -57,6 +57,35 @@ class GatewayMetrics:
             "Unfinished placeholder fragments emitted as they were at the end of a stream.",
             registry=self.registry,
         )
+        self.cache_lookups = Counter(
+            "localgate_cache_lookups",
+            "Cache lookups by layer (exact, semantic) and result (hit, miss); the hit ratio "
+            "is hit / (hit + miss).",
+            ("layer", "result"),
+            registry=self.registry,
+        )
+        self.cache_lookup_seconds = Histogram(
+            "localgate_cache_lookup_duration_seconds",
+            "Time one cache lookup took, both layers together.",
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1),
+            registry=self.registry,
+        )
+        self.cache_stores = Counter(
+            "localgate_cache_stores",
+            "Answers stored in the cache.",
+            registry=self.registry,
+        )
+        self.cache_errors = Counter(
+            "localgate_cache_errors",
+            "Cache lookups or stores that failed (the request went on as a miss).",
+            ("operation",),
+            registry=self.registry,
+        )
+        self.rag_passages = Counter(
+            "localgate_rag_passages",
+            "Retrieved passages added to requests as context.",
+            registry=self.registry,
+        )
         self._models: set[str] = set()
         # Label lookups cost more than the update; keep the children of busy series.
         self._series: dict[tuple[str, str | None, int], tuple[Any, Any]] = {}

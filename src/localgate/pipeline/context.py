@@ -74,6 +74,18 @@ class RequestContext:
     # by the audit stage; never logged.
     original_texts: list[str] = field(default_factory=list)
     end_user: str | None = None
+    # The client's x-localgate-cache header (bypass, refresh) and the retrieval
+    # collection its x-localgate-rag-collection header names.
+    cache_control: str | None = None
+    rag_collection: str | None = None
+    # Owned by the cache stage: what it needs to store this request's answer, and what
+    # the x-localgate-cache response header says (hit, miss, bypass, refresh).
+    cache: Any = None
+    cache_status: str | None = None
+    # Where the answer came from when not from upstream, and the retrieved passages:
+    # both go into the audit record (ids, never text).
+    served_from: dict[str, Any] | None = None
+    rag: dict[str, Any] | None = None
     audited: bool = False
     # The answer as the upstream sent it (placeholders, not values), for the audit record.
     answer_events: list[bytes] = field(default_factory=list)

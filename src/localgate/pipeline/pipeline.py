@@ -15,13 +15,18 @@ from localgate.pipeline.stages import (
     CacheStage,
     IdentityStage,
     LimitsStage,
+    NoRetrieval,
     Permit,
     RedactionStage,
+    RetrievalStage,
 )
 from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
 from localgate.upstream.router import Router
 
-__all__ = ["Pipeline", "Reply"]
+__all__ = ["CACHE_HEADER", "Pipeline", "Reply"]
+
+# Says whether the answer came from the cache: "hit; layer=exact", "miss", "bypass", ...
+CACHE_HEADER = "x-localgate-cache"
 
 Reply = UnaryReply | StreamReply
 # Bodies above this are redacted in a worker thread (about 10 ms of work and up).
@@ -29,7 +34,7 @@ _REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
-    """identity → limits → redaction → cache → audit → route → upstream → response."""
+    """identity → limits → redaction → retrieval → cache → audit → route → upstream → response."""
 
     def __init__(
         self,
@@ -40,10 +45,12 @@ class Pipeline:
         cache: CacheStage,
         audit: AuditStage,
         router: Router,
+        retrieval: RetrievalStage | None = None,
     ) -> None:
         self.identity = identity
         self.limits = limits
         self.redaction = redaction
+        self.retrieval = retrieval or NoRetrieval()
         self.cache = cache
         self.audit = audit
         self.router = router
@@ -70,11 +77,20 @@ class Pipeline:
                 outcome = "blocked by policy" if exc.code < 500 else "refused: redaction failed"
                 await self.audit.record_outcome(ctx, outcome, exc.code)
                 raise
+            try:
+                await self.retrieval.augment(ctx, self.redaction)
+            except LocalgateError as exc:
+                await self.audit.record_outcome(ctx, "refused: retrieval", exc.code)
+                raise
             cached = await self.cache.lookup(ctx)
-            if cached is not None:
-                return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
+            # Every request is on record, also those the cache answers.
             await self.audit.record_request(ctx)
-            upstream = self.router.route(route)
+            if cached is not None:
+                if route.method.streams:
+                    stored = _stored_stream(cached)
+                    return _AnswerStream(self, ctx, stored, permit, "served from cache").reply()
+                return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
+            upstream = self.router.route(route, ctx.principal)
             ctx.upstream = upstream.name
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
@@ -98,37 +114,64 @@ class Pipeline:
     ) -> UnaryReply:
         if self.audit.keeps_answers:
             ctx.answer_events.append(orjson.dumps(reply.body))
+        self.cache.keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         ctx.observe_answer(reply.body)
         await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
+        if outcome == "forwarded":
+            self.cache.complete(ctx)
+        if ctx.cache_status is not None:
+            reply.headers[CACHE_HEADER] = ctx.cache_status
         return reply
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
         """The response stages for one stream event."""
         if self.audit.keeps_answers:
             ctx.answer_events.append(orjson.dumps(event))
+        self.cache.keep(ctx, event)
         event = self.redaction.restore_event(ctx, event)
         ctx.observe_answer(event)
         return event
+
+
+def _stored_stream(cached: UnaryReply) -> StreamReply:
+    """A stored answer as a stream: one event carrying all of it."""
+
+    async def events() -> AsyncIterator[Any]:
+        yield cached.body
+
+    async def close() -> None:
+        return None
+
+    return StreamReply(events=events(), close=close, headers=cached.headers)
 
 
 class _AnswerStream:
     """The response path of a stream: each event through the stages, completion once."""
 
     def __init__(
-        self, pipeline: Pipeline, ctx: RequestContext, upstream: StreamReply, permit: Permit
+        self,
+        pipeline: Pipeline,
+        ctx: RequestContext,
+        upstream: StreamReply,
+        permit: Permit,
+        outcome: str = "forwarded",
     ) -> None:
         self._pipeline = pipeline
         self._ctx = ctx
         self._upstream = upstream
         self._permit = permit
+        self._success = outcome
         self._outcome = "client disconnected"
         self._status = 499
 
     def reply(self) -> StreamReply:
         """The stream as the front door sees it."""
-        return StreamReply(events=self._events(), close=self._close, headers=self._upstream.headers)
+        headers = self._upstream.headers
+        if self._ctx.cache_status is not None:
+            headers = {**headers, CACHE_HEADER: self._ctx.cache_status}
+        return StreamReply(events=self._events(), close=self._close, headers=headers)
 
     async def _events(self) -> AsyncIterator[Any]:
         try:
@@ -139,7 +182,9 @@ class _AnswerStream:
         except LocalgateError as exc:
             self._outcome, self._status = "upstream error", exc.code
             raise
-        self._outcome, self._status = "forwarded", 200
+        self._outcome, self._status = self._success, 200
+        if self._success == "forwarded":
+            self._pipeline.cache.complete(self._ctx)
 
     async def _close(self) -> None:
         try:

@@ -1,10 +1,10 @@
 """The stages between identity and the router: their interfaces, and the pass-throughs.
 
-Each stage has one job and a small interface. Redaction (``localgate.redaction``) and
-the audit trail (``localgate.audit``) implement theirs; limits and the cache are still
-pass-throughs that the pipeline calls in their final place, for the traffic-control and
-vector-layer work to replace without touching the pipeline. ``NoAudit`` is what runs
-with ``proxy.enable_audit: false``.
+Each stage has one job and a small interface. Redaction (``localgate.redaction``), the
+audit trail (``localgate.audit``), retrieval and the cache (``localgate.vector``)
+implement theirs; limits are still a pass-through that the pipeline calls in its final
+place, for the traffic-control work to replace without touching the pipeline. The
+``No*`` stages are what runs when a feature is switched off.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ __all__ = [
     "NoAudit",
     "NoCache",
     "NoLimits",
+    "NoRetrieval",
     "Permit",
     "RedactionStage",
+    "RetrievalStage",
 ]
 
 
@@ -74,12 +76,36 @@ class RedactionStage(Protocol):
         """Events for anything still held back when the stream ends."""
         ...
 
+    def redact_added(self, ctx: RequestContext, text: str, where: str) -> str:
+        """Redact text the gateway adds to the request (retrieved passages)."""
+        ...
+
+
+class RetrievalStage(Protocol):
+    """Adds passages retrieved locally (and redacted) to the request as context."""
+
+    async def augment(self, ctx: RequestContext, redaction: RedactionStage) -> None:
+        """Rewrite ``ctx.body`` to carry the passages; note their ids in ``ctx.rag``."""
+        ...
+
 
 class CacheStage(Protocol):
     """Answers repeated (redacted) requests locally."""
 
     async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
-        """A stored answer for this request, or None."""
+        """A stored answer for this request (placeholders as stored), or None."""
+        ...
+
+    def keep(self, ctx: RequestContext, answer: Any) -> None:
+        """Note one upstream answer or stream event, before restoration."""
+        ...
+
+    def complete(self, ctx: RequestContext) -> None:
+        """The upstream's answer to this request is complete: store it if it may be."""
+        ...
+
+    async def close(self) -> None:
+        """Finish any work in flight."""
         ...
 
 
@@ -111,12 +137,28 @@ class NoLimits:
         return _NoPermit()
 
 
+class NoRetrieval:
+    """Adds nothing."""
+
+    async def augment(self, ctx: RequestContext, redaction: RedactionStage) -> None:
+        """Nothing to add."""
+
+
 class NoCache:
     """Never has an answer."""
 
     async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
         """Always a miss."""
         return None
+
+    def keep(self, ctx: RequestContext, answer: Any) -> None:
+        """Nothing is kept."""
+
+    def complete(self, ctx: RequestContext) -> None:
+        """Nothing is stored."""
+
+    async def close(self) -> None:
+        """Nothing in flight."""
 
 
 class NoAudit:

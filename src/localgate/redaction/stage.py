@@ -133,6 +133,22 @@ class PolicyRedaction:
             self._metrics.restore_dangling.inc(state.stream.dangling)
         return events
 
+    def redact_added(self, ctx: RequestContext, text: str, where: str) -> str:
+        """Text the gateway adds to the request, redacted with the request's own table."""
+        state = ctx.redaction
+        if not isinstance(state, _State):
+            return text
+        try:
+            return state.session.redact(text, where)
+        except LocalgateError:
+            raise
+        except Exception as exc:
+            logger.exception("redaction of added text failed for request %s", ctx.request_id)
+            raise RedactionFailed(
+                f"Redaction failed inside localgate (request id {ctx.request_id}); the "
+                "request was refused and nothing was forwarded."
+            ) from exc
+
     @staticmethod
     def _scanner(state: _State) -> RedactionSession | None:
         return state.session if state.session.settings.scan_answers else None

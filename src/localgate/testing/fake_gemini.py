@@ -46,6 +46,7 @@ class _Behaviour:
     stream_error_after: int | None = None  # break the stream after this many events
     echo_chunk: int | None = None  # stream the request's last text back in pieces this long
     delay_s: float = 0.0
+    model_version: str | None = None  # modelVersion in answers; None = the model's name
 
 
 class FakeGemini:
@@ -158,6 +159,11 @@ class FakeGemini:
         with self._lock:
             self._behaviour.delay_s = seconds
 
+    def answer_as(self, model_version: str | None) -> None:
+        """Say this ``modelVersion`` in answers (as after a model update), or the model's name."""
+        with self._lock:
+            self._behaviour.model_version = model_version
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -209,12 +215,13 @@ class FakeGemini:
         path = request.path
         if path.endswith(":streamGenerateContent"):
             return await self._stream(request, behaviour)
-        return _json(self._answer(request.method, path, body))
+        return _json(self._answer(request.method, path, body, behaviour))
 
-    def _answer(self, method: str, path: str, body: Any) -> Any:
+    def _answer(self, method: str, path: str, body: Any, behaviour: _Behaviour) -> Any:
         model = path.split("/", 2)[-1].split(":")[0]
         if path.endswith(":generateContent"):
-            return _generate_response(f"echo: {_last_text(body)}", model, final=True)
+            version = behaviour.model_version or model
+            return _generate_response(f"echo: {_last_text(body)}", version, final=True)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
         if path.endswith(":embedContent"):
@@ -229,7 +236,7 @@ class FakeGemini:
         return {"error": {"code": 404, "message": f"fake: no route {path}", "status": "NOT_FOUND"}}
 
     async def _stream(self, request: web.Request, behaviour: _Behaviour) -> web.StreamResponse:
-        model = request.path.split("/", 2)[-1].split(":")[0]
+        model = behaviour.model_version or request.path.split("/", 2)[-1].split(":")[0]
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         chunks = behaviour.stream_chunks

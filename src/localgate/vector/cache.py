@@ -1,0 +1,431 @@
+"""The cache stage: repeated requests answered from the local store, keyed on the REDACTED request.
+
+Keying on the redacted request is what makes the cache correct: the upstream only ever
+saw placeholders, so its answer depends on nothing but the redacted request, and a
+cached answer restored with THIS request's placeholder table is the answer this
+request would have got. The store holds the upstream's answer as it came back
+(placeholders, not values), so it never holds a value the redactor removed.
+
+Two layers, both per tenant and per embedding space:
+
+- exact: the hash of the whole redacted request (model, contents, system instruction,
+  tools, generation and safety settings, retrieved context);
+- semantic: for requests whose settings make a replay sensible (temperature at most
+  ``cache.semantic.max_temperature``, no tools unless allowed), the last turn is
+  compared by embedding similarity, while everything else must match exactly: the
+  earlier turns, the system instruction and settings, and the numbers and
+  placeholders of the last turn (so "orders over 100" never gets the answer for
+  "orders under 500", and a question about [PERSON_2] never the one about [PERSON_1]).
+
+An entry is served only before its TTL ends and while its model version is the newest
+the gateway has seen from the upstream for that model. A failing store never fails
+the request: the lookup counts as a miss and the error is logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from localgate.config import CacheSettings, Settings
+from localgate.frontdoor.routes import GeminiMethod
+from localgate.observability import GatewayMetrics
+from localgate.pipeline.context import RequestContext
+from localgate.upstream.base import UnaryReply
+from localgate.vector.embedders import Embedder, Vectors
+from localgate.vector.store import CollectionInfo, VectorStore
+
+__all__ = [
+    "CacheKey",
+    "CacheStats",
+    "VectorCache",
+    "cache_key",
+    "cache_stats",
+    "clear_cache",
+    "merge_stream",
+]
+
+logger = logging.getLogger("localgate.vector")
+
+_PURPOSE = "cache"
+_CACHEABLE = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENERATE_CONTENT})
+# Placeholders and numbers: the parts of a question a paraphrase must not change.
+_ANCHORS = re.compile(r"\[[A-Z][A-Z0-9_]*_[0-9]+\]|[0-9]+(?:[.,][0-9]+)*")
+# Finish reasons of an answer worth replaying; anything else (SAFETY, RECITATION,
+# MAX_TOKENS, ...) is served once and not kept.
+_COMPLETE = frozenset({"STOP"})
+_PURGE_EVERY = 1000
+
+
+@dataclass(slots=True)
+class CacheKey:
+    """What identifies a request to each layer."""
+
+    model: str
+    exact: str
+    fingerprint: str
+    last_turn: str
+    semantic: bool
+    vector: Vectors | None = None
+
+
+def cache_key(body: dict[str, Any], model: str, settings: CacheSettings) -> CacheKey:
+    """The keys of a (redacted) generateContent body."""
+    exact = _digest({"model": model, "body": body})
+    contents = body.get("contents")
+    turns = contents if isinstance(contents, list) else []
+    last = turns[-1] if turns and isinstance(turns[-1], dict) else {}
+    parts = last.get("parts")
+    parts = parts if isinstance(parts, list) else []
+    texts = [part["text"] for part in parts if isinstance(part, dict) and _is_text(part)]
+    last_turn = "\n".join(texts)
+    rest = {name: value for name, value in body.items() if name != "contents"}
+    fingerprint = _digest(
+        {
+            "model": model,
+            "rest": rest,
+            "earlier": turns[:-1],
+            "role": last.get("role"),
+            "other_parts": [part for part in parts if not _is_text(part)],
+            "anchors": sorted(_ANCHORS.findall(last_turn)),
+        }
+    )
+    return CacheKey(
+        model=model,
+        exact=exact,
+        fingerprint=fingerprint,
+        last_turn=last_turn,
+        semantic=bool(last_turn.strip()) and _replayable(body, settings),
+    )
+
+
+def _is_text(part: Any) -> bool:
+    return isinstance(part, dict) and set(part) <= {"text", "thought"} and "text" in part
+
+
+def _replayable(body: dict[str, Any], settings: CacheSettings) -> bool:
+    config = _field(body, "generationConfig", "generation_config")
+    temperature = config.get("temperature") if isinstance(config, dict) else None
+    # No temperature means the model's default, which samples: not a replay.
+    if not isinstance(temperature, int | float) or temperature > settings.semantic.max_temperature:
+        return False
+    return settings.semantic.allow_tools or not _field(body, "tools", "tools")
+
+
+def _field(body: dict[str, Any], camel: str, snake: str) -> Any:
+    return body.get(camel, body.get(snake))
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def merge_stream(events: list[Any]) -> dict[str, Any]:
+    """One ``GenerateContentResponse`` holding what a stream's events said, in order."""
+    merged: dict[str, Any] = {}
+    candidates: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        for name, value in event.items():
+            if name != "candidates":
+                merged[name] = value  # usageMetadata, modelVersion, ...: the last wins
+        for candidate in event.get("candidates") or ():
+            if not isinstance(candidate, dict):
+                continue
+            index = candidate.get("index", 0)
+            slot = candidates.setdefault(index if isinstance(index, int) else 0, {})
+            for name, value in candidate.items():
+                if name == "content" and isinstance(value, dict):
+                    _merge_content(slot, value)
+                else:
+                    slot[name] = value
+    if candidates:
+        merged["candidates"] = [candidates[index] for index in sorted(candidates)]
+    return merged
+
+
+def _merge_content(slot: dict[str, Any], content: dict[str, Any]) -> None:
+    merged = slot.setdefault("content", {})
+    for name, value in content.items():
+        if name != "parts":
+            merged[name] = value
+    parts: list[Any] = merged.setdefault("parts", [])
+    for part in content.get("parts") or ():
+        previous: dict[str, Any] = parts[-1] if parts else {}
+        if _is_text(part) and _is_text(previous) and previous.get("thought") == part.get("thought"):
+            parts[-1] = {**previous, "text": previous["text"] + part["text"]}
+        else:
+            parts.append(part)
+
+
+@dataclass(slots=True)
+class _Ticket:
+    """A miss that may be stored once its answer is complete."""
+
+    tenant: str
+    key: CacheKey
+    settings: CacheSettings
+    events: list[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    layer: str
+    entry: str
+    similarity: float
+    answer: Any
+
+
+class VectorCache:
+    """The cache stage on a ChromaDB store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: VectorStore,
+        embedder: Embedder,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._embedder = embedder
+        self._metrics = metrics
+        self._policies: dict[str, CacheSettings] = {}
+        # The newest modelVersion the upstream answered with, per model: entries of an
+        # older version are stale. Learnt from traffic (a restart forgets it; the TTL
+        # still bounds how long an old answer lives).
+        self._versions: dict[str, str] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+        self._stored = 0
+
+    # -- request path --------------------------------------------------------
+
+    async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
+        """A stored answer for this request (placeholders not yet restored), or None."""
+        route = ctx.route
+        if route is None or route.method not in _CACHEABLE or ctx.principal is None:
+            return None
+        if not isinstance(ctx.body, dict) or route.model is None:
+            return None
+        tenant = ctx.principal.tenant
+        policy = self._policy(tenant)
+        if not policy.enabled or not (policy.exact or policy.semantic.enabled):
+            return None
+        control = (ctx.cache_control or "").strip().lower()
+        if control == "bypass":
+            ctx.cache_status = "bypass"
+            return None
+        key = cache_key(ctx.body, route.model, policy)
+        ctx.cache = _Ticket(tenant, key, policy)
+        ctx.cache_status = "miss"
+        if control == "refresh":
+            ctx.cache_status = "refresh"
+            return None
+        started = time.perf_counter()
+        try:
+            hit = await self._store.run(self._find, tenant, key, policy)
+        except Exception:
+            logger.exception("cache lookup failed for request %s", ctx.request_id)
+            self._metrics.cache_errors.labels("lookup").inc()
+            return None
+        finally:
+            self._metrics.cache_lookup_seconds.observe(time.perf_counter() - started)
+        if hit is None:
+            return None
+        ctx.cache = None
+        ctx.cache_status = f"hit; layer={hit.layer}"
+        ctx.served_from = {
+            "cache": hit.layer,
+            "entry": hit.entry,
+            "similarity": round(hit.similarity, 4),
+        }
+        return UnaryReply(body=hit.answer, headers={})
+
+    def keep(self, ctx: RequestContext, answer: Any) -> None:
+        """Note one upstream answer or stream event (as sent: placeholders, not values)."""
+        ticket = ctx.cache
+        if isinstance(ticket, _Ticket):
+            # A copy: restoration rewrites the answer in place, and only the answer as
+            # the upstream sent it (placeholders, never values) may be stored.
+            ticket.events.append(orjson.dumps(answer))
+
+    def complete(self, ctx: RequestContext) -> None:
+        """The upstream's answer is complete and good: learn its version, store it."""
+        route = ctx.route
+        if route is not None and route.model and ctx.model_version:
+            self._versions[route.model] = ctx.model_version
+        ticket = ctx.cache
+        if not isinstance(ticket, _Ticket) or not ticket.events:
+            return
+        ctx.cache = None
+        events = [orjson.loads(event) for event in ticket.events]
+        answer = events[0] if len(events) == 1 else merge_stream(events)
+        if not _worth_keeping(answer):
+            return
+        task = asyncio.get_running_loop().create_task(self._put(ticket, answer, ctx.model_version))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def close(self) -> None:
+        """Wait for answers still being stored."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    # -- on the store's thread -------------------------------------------------
+
+    def _collection(self, tenant: str) -> Any:
+        return self._store.collection(tenant, _PURPOSE, self._embedder.space, self._embedder.name)
+
+    def _find(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
+        collection = self._collection(tenant)
+        now = time.time()
+        if policy.exact:
+            found = collection.get(ids=[key.exact], include=["metadatas", "documents"])
+            if found["ids"]:
+                metadata, document = found["metadatas"][0], found["documents"][0]
+                if self._fresh(metadata, key.model, now):
+                    self._metrics.cache_lookups.labels("exact", "hit").inc()
+                    return _Hit("exact", key.exact, 1.0, orjson.loads(document))
+                collection.delete(ids=[key.exact])
+            self._metrics.cache_lookups.labels("exact", "miss").inc()
+        if not (policy.semantic.enabled and key.semantic):
+            return None
+        key.vector = self._embedder.embed([key.last_turn])[0]
+        # Chroma returns fewer than n_results when the collection is smaller.
+        found = collection.query(
+            query_embeddings=[key.vector],
+            n_results=policy.semantic.candidates,
+            include=["metadatas", "documents", "distances"],
+        )
+        hit = None
+        best = policy.semantic.threshold
+        for entry, metadata, document, distance in zip(
+            found["ids"][0],
+            found["metadatas"][0],
+            found["documents"][0],
+            found["distances"][0],
+            strict=True,
+        ):
+            similarity = 1.0 - float(distance)
+            if (
+                similarity >= best
+                and metadata.get("fingerprint") == key.fingerprint
+                and metadata.get("semantic") is True
+                and self._fresh(metadata, key.model, now)
+            ):
+                best = similarity
+                hit = _Hit("semantic", entry, similarity, orjson.loads(document))
+        self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
+        return hit
+
+    def _fresh(self, metadata: dict[str, Any], model: str, now: float) -> bool:
+        if float(metadata.get("expires", 0)) <= now:
+            return False
+        newest = self._versions.get(model)
+        version = metadata.get("version") or None
+        return newest is None or version is None or version == newest
+
+    async def _put(self, ticket: _Ticket, answer: Any, version: str | None) -> None:
+        try:
+            await self._store.run(self._write, ticket, answer, version)
+        except Exception:
+            logger.exception("cache store failed")
+            self._metrics.cache_errors.labels("store").inc()
+            return
+        self._metrics.cache_stores.inc()
+
+    def _write(self, ticket: _Ticket, answer: Any, version: str | None) -> None:
+        key = ticket.key
+        vector = key.vector
+        if vector is None:
+            # A request without text in its last turn (never semantic) still needs a
+            # vector in Chroma: its own key, which is like nothing else.
+            vector = self._embedder.embed([key.last_turn or key.exact])[0]
+        now = time.time()
+        collection = self._collection(ticket.tenant)
+        collection.upsert(
+            ids=[key.exact],
+            embeddings=[vector],
+            documents=[orjson.dumps(answer).decode()],
+            metadatas=[
+                {
+                    "fingerprint": key.fingerprint,
+                    "semantic": key.semantic,
+                    "model": key.model,
+                    "version": version or "",
+                    "created": now,
+                    "expires": now + ticket.settings.ttl_s,
+                }
+            ],
+        )
+        self._stored += 1
+        if self._stored % _PURGE_EVERY == 0:
+            collection.delete(where={"expires": {"$lt": now}})
+
+    def _policy(self, tenant: str) -> CacheSettings:
+        policy = self._policies.get(tenant)
+        if policy is None:
+            policy = self._policies[tenant] = self._settings.cache_for(tenant)
+        return policy
+
+
+def _worth_keeping(answer: Any) -> bool:
+    if not isinstance(answer, dict):
+        return False
+    feedback = answer.get("promptFeedback")
+    if isinstance(feedback, dict) and feedback.get("blockReason"):
+        return False
+    candidates = answer.get("candidates")
+    if not isinstance(candidates, list) or not candidates:
+        return False
+    return all(
+        isinstance(candidate, dict) and candidate.get("finishReason") in _COMPLETE
+        for candidate in candidates
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """One tenant's cache in one embedding space, as ``localgate cache stats`` shows it."""
+
+    tenant: str
+    embedder: str
+    entries: int
+    expired: int
+    models: dict[str, int]
+
+
+def cache_stats(store: VectorStore, tenant: str | None = None) -> list[CacheStats]:
+    """Entries per tenant and embedder (call on the store's thread: ``store.sync``)."""
+    now = time.time()
+    found = []
+    for info in store.collections(tenant=tenant, purpose=_PURPOSE):
+        collection = store.collection(info.tenant, _PURPOSE, info.space, info.embedder)
+        metadatas = collection.get(include=["metadatas"])["metadatas"] or []
+        models: dict[str, int] = {}
+        expired = 0
+        for metadata in metadatas:
+            model = str(metadata.get("model", "?"))
+            models[model] = models.get(model, 0) + 1
+            expired += float(metadata.get("expires", 0)) <= now
+        found.append(CacheStats(info.tenant, info.embedder, len(metadatas), expired, models))
+    return found
+
+
+def clear_cache(store: VectorStore, tenant: str | None = None) -> list[CollectionInfo]:
+    """Drop the cache collections (of one tenant, or all); returns what was dropped.
+
+    Call on the store's thread (``store.sync``).
+    """
+    dropped = store.collections(tenant=tenant, purpose=_PURPOSE)
+    for info in dropped:
+        store.drop(info.name)
+    return dropped

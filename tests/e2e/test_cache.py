@@ -1,0 +1,390 @@
+"""The local cache, through the real gateway, the real ChromaDB and the official SDK."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import httpx
+import pytest
+from chromadb.config import Settings as ChromaSettings
+from click.testing import CliRunner
+from google import genai
+from google.genai import types
+
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.records import parse_header
+from localgate.audit.store import AuditReader
+from localgate.cli import main
+from localgate.identity import SqliteKeyStore
+from localgate.testing import FakeGemini
+from tests.conftest import RunningGateway, run_gateway, wait_until
+
+GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+CACHE = """
+cache:
+  enabled: true
+  semantic: {threshold: 0.8}
+"""
+
+
+def ask(
+    text: str, *, temperature: float | None = 0, history: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    contents = []
+    for index, turn in enumerate(history):
+        contents.append({"role": "user" if index % 2 == 0 else "model", "parts": [{"text": turn}]})
+    contents.append({"role": "user", "parts": [{"text": text}]})
+    body: dict[str, Any] = {"contents": contents}
+    if temperature is not None:
+        body["generationConfig"] = {"temperature": temperature}
+    return body
+
+
+def answer_text(response: httpx.Response) -> str:
+    return str(response.json()["candidates"][0]["content"]["parts"][0]["text"])
+
+
+def stream_text(response: httpx.Response) -> str:
+    events = [
+        json.loads(line[len("data: ") :])
+        for line in response.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    return "".join(
+        part.get("text", "")
+        for event in events
+        for candidate in event.get("candidates", [])
+        for part in candidate.get("content", {}).get("parts", [])
+    )
+
+
+@pytest.fixture
+def cached(tmp_path: Path, upstream: FakeGemini) -> Iterator[RunningGateway]:
+    with run_gateway(tmp_path / "data", upstream.base_url, config=CACHE) as gateway:
+        yield gateway
+
+
+def post(gateway: RunningGateway, body: dict[str, Any], **headers: str) -> httpx.Response:
+    with gateway.client(headers={"x-goog-api-key": gateway.key, **headers}) as client:
+        return client.post(GENERATE, json=body)
+
+
+def wait_stored(gateway: RunningGateway, count: int) -> None:
+    """Answers are stored after they are sent; wait until ``count`` are in the store."""
+
+    def stored() -> bool:
+        client = chromadb.PersistentClient(
+            path=str(gateway.settings.vector_store_path),
+            settings=ChromaSettings(anonymized_telemetry=False),
+        )
+        total = sum(
+            collection.count()
+            for collection in client.list_collections()
+            if (collection.metadata or {}).get("purpose") == "cache"
+        )
+        return total >= count
+
+    wait_until(stored)
+
+
+def test_a_repeated_request_is_answered_from_the_cache_with_this_requests_values(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    first = post(cached, ask("客户手机13812345678，请问话费余额多少？"))
+    wait_stored(cached, 1)
+    # Another customer, same question: the redacted requests are identical.
+    second = post(cached, ask("客户手机13900001111，请问话费余额多少？"))
+
+    assert first.headers["x-localgate-cache"] == "miss"
+    assert second.headers["x-localgate-cache"] == "hit; layer=exact"
+    assert len(upstream.requests) == 1
+    assert "13812345678" in answer_text(first)
+    assert "13900001111" in answer_text(second)
+    assert "13812345678" not in second.text
+
+
+def test_the_sdk_gets_cached_answers_unary_and_streamed(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    sdk = genai.Client(
+        api_key=cached.key,
+        http_options=types.HttpOptions(base_url=cached.base_url, api_version="v1beta"),
+    )
+    config = types.GenerateContentConfig(temperature=0)
+    prompt = "请联系张伟，电话13812345678，确认订单。"
+    first = sdk.models.generate_content(model="gemini-2.5-flash", contents=prompt, config=config)
+    wait_stored(cached, 1)
+    again = sdk.models.generate_content(model="gemini-2.5-flash", contents=prompt, config=config)
+    streamed = "".join(
+        chunk.text or ""
+        for chunk in sdk.models.generate_content_stream(
+            model="gemini-2.5-flash", contents=prompt, config=config
+        )
+    )
+    sdk.close()
+
+    assert len(upstream.requests) == 1
+    assert first.text == again.text == streamed
+    assert "张伟" in streamed
+    assert "13812345678" in streamed
+
+
+def test_a_streamed_answer_is_stored_whole_and_served_to_unary_requests(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.echo_stream(4)
+    body = ask("Please summarise the meeting with 13812345678 in two lines")
+    with cached.client(headers={"x-goog-api-key": cached.key}) as client:
+        streamed = client.post(STREAM, json=body)
+        wait_stored(cached, 1)
+        again = client.post(STREAM, json=body)
+        unary = client.post(GENERATE, json=body)
+
+    assert len(upstream.requests) == 1
+    assert again.headers["x-localgate-cache"] == "hit; layer=exact"
+    assert again.headers["content-type"].startswith("text/event-stream")
+    assert stream_text(streamed) == stream_text(again) == answer_text(unary)
+    assert "13812345678" in answer_text(unary)
+
+
+def test_similar_questions_hit_the_semantic_layer_only_when_a_replay_makes_sense(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    post(cached, ask("What is your refund policy for damaged items?"))
+    wait_stored(cached, 1)
+
+    paraphrase = post(cached, ask("what is your refund policy for damaged items"))
+    sampled = post(cached, ask("what is your refund policy for damaged items", temperature=0.7))
+    unset = post(cached, ask("what is your refund policy for damaged items", temperature=None))
+    other = post(cached, ask("How do I reset my password?"))
+
+    assert paraphrase.headers["x-localgate-cache"] == "hit; layer=semantic"
+    assert sampled.headers["x-localgate-cache"] == "miss"
+    assert unset.headers["x-localgate-cache"] == "miss"
+    assert other.headers["x-localgate-cache"] == "miss"
+    assert len(upstream.requests) == 4
+
+
+def test_numbers_and_placeholders_must_match_for_a_semantic_hit(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    post(cached, ask("What is the refund policy for orders over 100 yuan?"))
+    post(cached, ask("Send the contract to 张伟 and 13812345678 today please"))
+    wait_stored(cached, 2)
+
+    numbers = post(cached, ask("What is the refund policy for orders over 500 yuan?"))
+    # Two people and two numbers where the stored request had one of each.
+    people = post(cached, ask("Send the contract to 张伟 and 13812345678 and 13900001111 today"))
+
+    assert numbers.headers["x-localgate-cache"] == "miss"
+    assert people.headers["x-localgate-cache"] == "miss"
+
+
+def test_the_whole_conversation_is_part_of_the_key(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    post(cached, ask("And the second one?", history=("Compare plan A and plan B", "A is cheaper.")))
+    wait_stored(cached, 1)
+
+    other_history = post(
+        cached, ask("And the second one?", history=("List two hotels", "Hilton and Hyatt."))
+    )
+    same_history = post(
+        cached, ask("And the second one?", history=("Compare plan A and plan B", "A is cheaper."))
+    )
+
+    assert other_history.headers["x-localgate-cache"] == "miss"
+    assert same_history.headers["x-localgate-cache"] == "hit; layer=exact"
+
+
+def test_settings_tools_and_model_are_part_of_the_key(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = ask("Explain photosynthesis in one line")
+    post(cached, body)
+    wait_stored(cached, 1)
+
+    longer = post(cached, {**body, "generationConfig": {"temperature": 0, "maxOutputTokens": 9}})
+    system = post(cached, {**body, "systemInstruction": {"parts": [{"text": "Be brief."}]}})
+    with cached.client(headers={"x-goog-api-key": cached.key}) as client:
+        other_model = client.post("/v1beta/models/gemini-2.5-pro:generateContent", json=body)
+
+    assert [r.headers["x-localgate-cache"] for r in (longer, system, other_model)] == ["miss"] * 3
+
+
+def test_a_tenant_never_hits_another_tenants_entries(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    keys = SqliteKeyStore(cached.settings.state_db_path)
+    other = keys.create("globex", "tests").key.reveal()
+    keys.close()
+    post(cached, ask("What is your refund policy?"))
+    wait_stored(cached, 1)
+
+    with cached.client(headers={"x-goog-api-key": other}) as client:
+        response = client.post(GENERATE, json=ask("What is your refund policy?"))
+
+    assert response.headers["x-localgate-cache"] == "miss"
+    assert len(upstream.requests) == 2
+
+
+def test_the_bypass_and_refresh_headers(cached: RunningGateway, upstream: FakeGemini) -> None:
+    body = ask("Tell me a fact about the moon")
+    post(cached, body)
+    wait_stored(cached, 1)
+
+    bypassed = post(cached, body, **{"x-localgate-cache": "bypass"})
+    upstream.answer_as("gemini-2.5-flash-002")
+    refreshed = post(cached, body, **{"x-localgate-cache": "refresh"})
+    wait_until(lambda: _versions_stored(cached) == {"gemini-2.5-flash-002"})
+    served = post(cached, body)
+
+    assert bypassed.headers["x-localgate-cache"] == "bypass"
+    assert refreshed.headers["x-localgate-cache"] == "refresh"
+    assert served.headers["x-localgate-cache"] == "hit; layer=exact"
+    assert served.json()["modelVersion"] == "gemini-2.5-flash-002"
+    assert len(upstream.requests) == 3
+
+
+def _versions_stored(gateway: RunningGateway) -> set[str]:
+    return {str(entry["version"]) for entry in stored_entries(gateway)["metadatas"]}
+
+
+def test_entries_of_an_older_model_version_are_not_served(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.answer_as("gemini-2.5-flash-001")
+    body = ask("Name three primary colours")
+    post(cached, body)
+    wait_stored(cached, 1)
+    # The model is updated; the gateway learns it from the next answer it forwards.
+    upstream.answer_as("gemini-2.5-flash-002")
+    post(cached, ask("Name three rivers"))
+
+    again = post(cached, body)
+
+    assert again.headers["x-localgate-cache"] == "miss"
+    assert again.json()["modelVersion"] == "gemini-2.5-flash-002"
+
+
+def test_entries_expire_after_the_tenants_ttl(tmp_path: Path, upstream: FakeGemini) -> None:
+    config = CACHE + "tenants:\n  acme:\n    cache: {ttl_s: 0.5}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        body = ask("What is the capital of France?")
+        post(gateway, body)
+        wait_stored(gateway, 1)
+        time.sleep(0.6)
+        expired = post(gateway, body)
+
+    assert expired.headers["x-localgate-cache"] == "miss"
+    assert len(upstream.requests) == 2
+
+
+def test_only_complete_answers_are_stored(cached: RunningGateway, upstream: FakeGemini) -> None:
+    upstream.stream(["partial", " answer"], error_after=1)
+    with cached.client(headers={"x-goog-api-key": cached.key}) as client:
+        broken = client.post(STREAM, json=ask("Tell me a story"))
+    upstream.reset()
+    time.sleep(0.2)  # a store, had one been scheduled, would have landed by now
+
+    again = post(cached, ask("Tell me a story"))
+
+    assert '"code":502' in broken.text.replace(" ", "")
+    assert again.headers["x-localgate-cache"] == "miss"
+
+
+def stored_entries(gateway: RunningGateway) -> dict[str, Any]:
+    client = chromadb.PersistentClient(
+        path=str(gateway.settings.vector_store_path),
+        settings=ChromaSettings(anonymized_telemetry=False),
+    )
+    found: dict[str, Any] = {"documents": [], "metadatas": []}
+    for collection in client.list_collections():
+        if (collection.metadata or {}).get("purpose") == "cache":
+            got = collection.get(include=["documents", "metadatas"])
+            found["documents"] += got["documents"]
+            found["metadatas"] += got["metadatas"]
+    return found
+
+
+def test_the_store_never_holds_a_value_the_redactor_removed(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    values = ["张伟", "13812345678", "11010519491231002X", "zhang.wei@example.com"]
+    name, mobile, resident_id, email = values
+    post(cached, ask(f"客户{name}，手机{mobile}，身份证{resident_id}，邮箱{email}，请回复"))
+    upstream.echo_stream(3)
+    with cached.client(headers={"x-goog-api-key": cached.key}) as client:
+        client.post(STREAM, json=ask(f"Write to {name} at {email} about {mobile}"))
+    wait_stored(cached, 2)
+
+    stored = json.dumps(stored_entries(cached), ensure_ascii=False)
+    on_disk = b"".join(
+        path.read_bytes() for path in cached.settings.vector_store_path.rglob("*") if path.is_file()
+    )
+
+    assert "[CN_MOBILE_1]" in stored
+    for value in values:
+        assert value not in stored
+        assert value.encode() not in on_disk
+
+
+def test_cache_hits_are_in_the_audit_trail_and_the_metrics(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = ask("What are your opening hours?")
+    post(cached, body)
+    wait_stored(cached, 1)
+    hit = post(cached, body)
+    request_id = hit.headers["x-request-id"]
+
+    def headers() -> list[dict[str, Any]]:
+        reader = AuditReader(SqliteDatabase(cached.settings.audit_db_path))
+        try:
+            return [parse_header(row.header or b"{}") for row in reader.by_request(request_id)]
+        finally:
+            reader.close()
+
+    wait_until(lambda: len(headers()) == 2)
+    request, answer = headers()
+    with cached.client() as client:
+        metrics = client.get("/metrics").text
+
+    assert request["served_from"]["cache"] == "exact"
+    assert "sent_digest" not in request
+    assert answer["outcome"] == "served from cache"
+    assert 'localgate_cache_lookups_total{layer="exact",result="hit"} 1.0' in metrics
+    assert 'localgate_cache_lookups_total{layer="exact",result="miss"} 1.0' in metrics
+
+
+def test_cache_stats_and_clear_from_the_cli_while_the_gateway_runs(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = ask("What is the Wi-Fi password policy?")
+    post(cached, body)
+    wait_stored(cached, 1)
+    config = cached.settings.data_dir.parent / "cli.yaml"
+    config.write_text(f"data_dir: {cached.settings.data_dir}\ncache: {{enabled: true}}\n")
+    runner = CliRunner()
+
+    stats = runner.invoke(main, ["cache", "--config", str(config), "stats", "--json"])
+    cleared = runner.invoke(
+        main, ["cache", "--config", str(config), "clear", "--tenant", "acme", "--yes"]
+    )
+    empty = runner.invoke(main, ["cache", "--config", str(config), "stats"])
+    after = post(cached, body)
+
+    assert stats.exit_code == 0, stats.output
+    entry = json.loads(stats.output)
+    assert (entry["tenant"], entry["entries"], entry["expired"]) == ("acme", 1, 0)
+    assert entry["models"] == {"models/gemini-2.5-flash": 1}
+    assert cleared.exit_code == 0, cleared.output
+    assert "Dropped 1 cache collection(s) of tenant acme" in cleared.output
+    assert after.headers["x-localgate-cache"] == "miss"
+    assert "The cache is empty." in empty.output

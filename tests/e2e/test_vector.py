@@ -1,0 +1,241 @@
+"""Retrieval, local embeddings and a shared Chroma server, through the real gateway."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google import genai
+from google.genai import types
+
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.records import parse_header
+from localgate.audit.store import AuditReader
+from localgate.testing import FakeGemini
+from localgate.vector.embedders import build_embedder
+from localgate.vector.library import Library
+from localgate.vector.store import VectorStore
+from tests.conftest import RunningGateway, run_gateway, wait_until
+
+GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
+HANDBOOK = """# Leave policy
+
+Employees get 15 days of paid annual leave per year. Requests go to 张伟 (phone
+13812345678) at least two weeks ahead.
+
+# Expenses
+
+Travel expenses are reimbursed within 30 days when the receipt is attached.
+"""
+RAG = """
+rag:
+  enabled: true
+  min_similarity: 0.05
+"""
+
+
+def ingest(gateway: RunningGateway, tenant: str, collection: str, folder: Path) -> None:
+    settings = gateway.settings
+    store = VectorStore(settings)
+    try:
+        library = Library(settings, store, build_embedder(settings.embeddings))
+        report = store.sync(library.ingest, tenant, collection, [folder])
+    finally:
+        store.close()
+    assert report.ok
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "handbook.md").write_text(HANDBOOK)
+    return folder
+
+
+@pytest.fixture
+def rag_gateway(tmp_path: Path, upstream: FakeGemini) -> Iterator[RunningGateway]:
+    with run_gateway(tmp_path / "data", upstream.base_url, config=RAG) as gateway:
+        yield gateway
+
+
+def post(gateway: RunningGateway, body: dict[str, Any], **headers: str) -> httpx.Response:
+    with gateway.client(headers={"x-goog-api-key": gateway.key, **headers}) as client:
+        return client.post(GENERATE, json=body)
+
+
+QUESTION = {"contents": [{"role": "user", "parts": [{"text": "How many days of annual leave?"}]}]}
+
+
+def test_retrieved_passages_go_upstream_redacted_in_the_system_instruction(
+    rag_gateway: RunningGateway, upstream: FakeGemini, documents: Path
+) -> None:
+    # Ingested while the gateway runs: it notices and reopens the embedded store.
+    ingest(rag_gateway, "acme", "handbook", documents)
+
+    response = post(rag_gateway, QUESTION, **{"x-localgate-rag-collection": "handbook"})
+
+    assert response.status_code == 200
+    sent = upstream.requests[-1].body
+    context = sent["systemInstruction"]["parts"][-1]["text"]
+    assert 'collection "handbook"' in context
+    assert "15 days of paid annual leave" in context
+    assert "(source: handbook.md)" in context
+    assert "13812345678" not in str(sent)
+    assert "张伟" not in str(sent)
+    assert "[CN_MOBILE]" in context
+
+
+def test_the_audit_record_lists_the_passages_used(
+    rag_gateway: RunningGateway, upstream: FakeGemini, documents: Path
+) -> None:
+    ingest(rag_gateway, "acme", "handbook", documents)
+    response = post(rag_gateway, QUESTION, **{"x-localgate-rag-collection": "handbook"})
+    request_id = response.headers["x-request-id"]
+
+    def request_record() -> dict[str, Any] | None:
+        reader = AuditReader(SqliteDatabase(rag_gateway.settings.audit_db_path))
+        try:
+            headers = [parse_header(r.header or b"{}") for r in reader.by_request(request_id)]
+        finally:
+            reader.close()
+        return next((h for h in headers if h["kind"] == "request"), None)
+
+    wait_until(lambda: request_record() is not None)
+    record = request_record()
+
+    assert record is not None
+    assert record["rag"]["collection"] == "handbook"
+    assert record["rag"]["passages"]
+    assert all(isinstance(passage, str) for passage in record["rag"]["passages"])
+    assert "annual leave" not in str(record)
+
+
+def test_a_tenant_cannot_retrieve_another_tenants_collection(
+    rag_gateway: RunningGateway, upstream: FakeGemini, documents: Path
+) -> None:
+    ingest(rag_gateway, "globex", "handbook", documents)
+
+    response = post(rag_gateway, QUESTION, **{"x-localgate-rag-collection": "handbook"})
+
+    assert response.status_code == 404
+    assert response.json()["error"]["status"] == "NOT_FOUND"
+    assert upstream.requests == []
+
+
+def test_retrieval_needs_the_tenant_policy(
+    tmp_path: Path, upstream: FakeGemini, documents: Path
+) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url, config="cache: {enabled: true}") as gw:
+        response = post(gw, QUESTION, **{"x-localgate-rag-collection": "handbook"})
+
+    assert response.status_code == 403
+    assert "rag.enabled" in response.json()["error"]["message"]
+    assert upstream.requests == []
+
+
+def test_the_tenant_policy_collection_is_used_without_a_header(
+    tmp_path: Path, upstream: FakeGemini, documents: Path
+) -> None:
+    config = RAG + "tenants:\n  acme:\n    rag: {collection: handbook}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        ingest(gateway, "*", "handbook", documents)  # shared with every tenant
+        post(gateway, QUESTION)
+
+    assert "annual leave" in str(upstream.requests[-1].body["systemInstruction"])
+
+
+LOCAL_EMBEDDINGS = "local_embeddings: true\n"
+
+
+def test_embeddings_are_computed_locally_for_the_sdk(tmp_path: Path, upstream: FakeGemini) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url, config=LOCAL_EMBEDDINGS) as gateway:
+        sdk = genai.Client(
+            api_key=gateway.key,
+            http_options=types.HttpOptions(base_url=gateway.base_url, api_version="v1beta"),
+        )
+        single = sdk.models.embed_content(
+            model="gemini-embedding-001", contents="客户张伟的退货申请"
+        )
+        batch = sdk.models.embed_content(
+            model="gemini-embedding-001", contents=["refund policy", "退货政策", "refund policy"]
+        )
+        sdk.close()
+        with gateway.client(headers={"x-goog-api-key": gateway.key}) as client:
+            raw = client.post(
+                "/v1beta/models/gemini-embedding-001:embedContent",
+                json={"content": {"parts": [{"text": "hello"}]}, "outputDimensionality": 768},
+            )
+
+    assert upstream.requests == []
+    assert single.embeddings is not None
+    assert len(single.embeddings[0].values or []) == 512
+    assert batch.embeddings is not None
+    vectors = [embedding.values or [] for embedding in batch.embeddings]
+    assert vectors[0] == vectors[2]
+    assert vectors[0] != vectors[1]
+    assert raw.status_code == 400
+    assert "512" in raw.json()["error"]["message"]
+
+
+def test_the_answer_names_the_local_embedding_model(tmp_path: Path, upstream: FakeGemini) -> None:
+    with (
+        run_gateway(tmp_path / "data", upstream.base_url, config=LOCAL_EMBEDDINGS) as gateway,
+        gateway.client(headers={"x-goog-api-key": gateway.key}) as client,
+    ):
+        response = client.post(
+            "/v1beta/models/gemini-embedding-001:embedContent",
+            json={"content": {"parts": [{"text": "hello"}]}},
+        )
+
+    assert response.headers["x-localgate-embedding-model"] == "localgate-char-ngram-512"
+
+
+def test_gateway_replicas_share_the_cache_through_a_chroma_server(
+    tmp_path: Path, upstream: FakeGemini, chroma_server: str
+) -> None:
+    config = f"cache:\n  enabled: true\n  chroma_url: {chroma_server}\n"
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "Which replica answers 13812345678?"}]}],
+        "generationConfig": {"temperature": 0},
+    }
+    with (
+        run_gateway(tmp_path / "one", upstream.base_url, config=config) as one,
+        run_gateway(tmp_path / "two", upstream.base_url, config=config) as two,
+    ):
+        first = post(one, body)
+
+        def served_by_two() -> bool:
+            response = post(two, body)
+            return response.headers["x-localgate-cache"] == "hit; layer=exact"
+
+        wait_until(served_by_two)
+
+    assert first.headers["x-localgate-cache"] == "miss"
+    assert "13812345678" in first.text
+
+
+def test_an_unreachable_store_is_a_miss_and_shows_in_readyz(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    config = f"cache:\n  enabled: true\n  chroma_url: {dead}\n"
+    body = {"contents": [{"role": "user", "parts": [{"text": "Still answered?"}]}]}
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        response = post(gateway, body)
+        with gateway.client() as client:
+            ready = client.get("/readyz")
+            metrics = client.get("/metrics").text
+
+    assert response.status_code == 200
+    assert response.headers["x-localgate-cache"] == "miss"
+    assert len(upstream.requests) == 1
+    assert ready.status_code == 503
+    assert dead in ready.json()["checks"]["vector_store"]
+    assert 'localgate_cache_errors_total{operation="lookup"} 1.0' in metrics
