@@ -8,7 +8,9 @@ Detectors:
 ``localgate``
     ``.venv/bin/localgate redact --detect-jsonl`` (one process for the whole corpus);
     throughput is also measured in-process with ``Detector.builtin()`` and
-    ``Detector.builtin(names=False)``. With ``--localgate-via api`` the API's findings are
+    ``Detector.builtin(names=False)``, on the corpus and on prose with a corpus record
+    every 4 KB, and so is the latency of ``RedactionSession.redact`` (what the redaction
+    stage does with each text) on 2 KB prompts. With ``--localgate-via api`` the API's findings are
     scored instead of the CLI's.
 ``presidio``
     Microsoft Presidio in its own venv (``bench/pii/.venv-presidio``, created on first use
@@ -118,6 +120,7 @@ class DetectorRun:
     dropped: Counter[str] = field(default_factory=Counter)  # unmapped types, by name
     dropped_on_hard_negatives: int = 0
     throughput: dict[str, float] = field(default_factory=dict)  # label -> MB/s
+    latency: dict[str, tuple[float, float]] = field(default_factory=dict)  # label -> p50, p99 ms
     notes: list[str] = field(default_factory=list)
 
 
@@ -222,7 +225,87 @@ def run_localgate(
         if via == "api" and not kwargs:
             run.predictions = found
             run.notes.append("findings scored from the Python API (`Detector.builtin().detect`)")
+        _time_beyond_corpus(run, detector, records, label.split(", ")[1], repeat_seconds)
     return run
+
+
+# Filler for the speed runs beyond the corpus: business prose without personal data.
+_PROSE = (
+    "本季度的客户满意度调查显示，大部分用户对新版本的界面设计表示认可，但也有不少人反映加载速度偏慢。"
+    "产品团队计划在下个迭代中优化首页的渲染流程，并与运维部门一起排查缓存策略的问题。"
+    "市场部建议在春节前推出限时优惠活动，以提升老客户的复购率，同时控制获客成本。\n",
+    "The quarterly review showed that most customers like the new dashboard, although several "
+    "teams asked for faster exports and better search. Engineering will focus on query latency "
+    "next sprint, while the support team prepares a short guide for common questions.\n",
+)
+
+
+def _with_records(records: Sequence[dict[str, Any]], size: int, every: int, first: int) -> str:
+    """``size`` bytes of prose, Chinese and English in turn, with a corpus record (taken
+    from ``first`` on, every seventh) after each ``every`` bytes of prose."""
+    pieces: list[str] = []
+    total = since = 0
+    turn = 0
+    while total < size:
+        if since >= every:
+            piece = records[first % len(records)]["text"] + "\n"
+            first += 7
+            since = 0
+        else:
+            piece = _PROSE[turn % 2]
+            turn += 1
+            since += len(piece.encode())
+        pieces.append(piece)
+        total += len(piece.encode())
+    # Cut back to ``size`` bytes on a character boundary.
+    return "".join(pieces).encode()[:size].decode(errors="ignore")
+
+
+def _time_beyond_corpus(
+    run: DetectorRun, detector: Any, records: Sequence[dict[str, Any]], name: str, seconds: float
+) -> None:
+    """Throughput on sparse prose, and the latency the redaction stage adds for 2 KB."""
+    prose = [_with_records(records, 64_000, 4_000, first) for first in range(8)]
+    _, best = _time_api(detector.detect, [{"id": "", "text": t} for t in prose], seconds)
+    run.throughput[f"API, {name}, prose with a record per 4 KB"] = len(prose) * 64_000 / 1e6 / best
+    try:
+        from localgate.config import RedactionSettings
+        from localgate.redaction.session import RedactionSession
+    except ImportError:
+        return
+    settings = RedactionSettings()
+
+    def stage(text: str) -> None:  # what the stage does with each text of a request
+        RedactionSession(settings, detector).redact(text, "contents[0].parts[0].text")
+
+    prompts = [_with_records(records, 2048, 600, 13 * first) for first in range(64)]
+    run.latency[f"redact() 2 KB prompt (prose + 2 records), {name}"] = _latency(stage, prompts)
+    dense, current = [], ""
+    for record in records:
+        current += record["text"] + "\n"
+        if len(current.encode()) >= 2048:
+            dense.append(current.encode()[:2048].decode(errors="ignore"))
+            current = ""
+    run.latency[f"redact() 2 KB of corpus records (dense), {name}"] = _latency(stage, dense)
+
+
+def _latency(
+    call: Callable[[str], None], texts: Sequence[str], rounds: int = 50
+) -> tuple[float, float]:
+    """p50 and p99 in ms of ``call`` on each text, ``rounds`` times (after a warm-up)."""
+    for text in texts:
+        call(text)
+    samples = []
+    for _ in range(rounds):
+        for text in texts:
+            started = time.perf_counter()
+            call(text)
+            samples.append(time.perf_counter() - started)
+    samples.sort()
+    return (
+        samples[len(samples) // 2] * 1000,
+        samples[min(len(samples) - 1, len(samples) * 99 // 100)] * 1000,
+    )
 
 
 def _time_api(
@@ -613,6 +696,15 @@ def markdown_tables(results: dict[str, tuple[DetectorRun, Scores]]) -> str:
 
         return cell
 
+    def latency_cell(label: str) -> Callable[[DetectorRun, Scores], str]:
+        def cell(run: DetectorRun, _s: Scores) -> str:
+            if label not in run.latency:
+                return "–"
+            p50, p99 = run.latency[label]
+            return f"{p50:.3f} / {p99:.3f}"
+
+        return cell
+
     out = head
     out += row(
         "(a) pattern types, exact P / R / F1",
@@ -645,6 +737,8 @@ def markdown_tables(results: dict[str, tuple[DetectorRun, Scores]]) -> str:
     )
     for label in sorted({label for run, _ in results.values() for label in run.throughput}):
         out += row(f"throughput MB/s: {label}", speed_cell(label))
+    for label in sorted({label for run, _ in results.values() for label in run.latency}):
+        out += row(f"latency p50 / p99 ms: {label}", latency_cell(label))
     out += "\n| type | gold | " + " | ".join(titles) + " |\n|---|---:|" + "---|" * len(names) + "\n"
     for t in ENTITY_TYPES:
         first = results[names[0]][1]
@@ -689,6 +783,8 @@ def print_text(run: DetectorRun, scores: Scores) -> None:
     print(f"  all types exact     P {o['precision']:.3f}  R {o['recall']:.3f}  F1 {o['f1']:.3f}")
     for label, value in run.throughput.items():
         print(f"  throughput {label}: {value:.2f} MB/s")
+    for label, (p50, p99) in run.latency.items():
+        print(f"  latency {label}: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
     print(f"  {'type':<17} {'gold':>5} {'tp':>5} {'fp':>5} {'fn':>5}  P      R      F1    R(ovl)")
     for t in ENTITY_TYPES:
         c = scores.exact.get(t, Counts())
@@ -770,6 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: {
                 "summary": summary(s),
                 "throughput_mb_s": run.throughput,
+                "latency_p50_p99_ms": run.latency,
                 "notes": run.notes,
                 "dropped": dict(run.dropped),
                 "failures": [vars(f) for f in s.failures],

@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cache
+from itertools import compress, count
+from operator import itemgetter
 
 from localgate.redaction.findings import Finding
-from localgate.redaction.recognizers import Scan
+from localgate.redaction.recognizers import Scan, matches_at, occurrences
 
 __all__ = ["NameRecognizer"]
 
@@ -180,7 +182,7 @@ def _tokens(text: str) -> list[tuple[int, int, str, str]]:
 def _chinese(text: str) -> Iterator[Finding]:
     tokens = _tokens(text)
     yield from _chinese_people(tokens)
-    yield from _cued_people(text, {start for start, _, _, _ in tokens})
+    yield from _cued_people(text, tokens)
     yield from _chinese_addresses(tokens)
 
 
@@ -198,14 +200,29 @@ def _cued_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return after_cue, before_title
 
 
-def _cued_people(text: str, word_starts: set[int]) -> Iterator[Finding]:
+def _cued_people(text: str, tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
     """Names the segmenter missed, found by a role before them or a title after them."""
+    word_starts: set[int] | None = None  # made for the first match: most texts have none
     after_cue, before_title = _cued_patterns()
-    for pattern, score in ((after_cue, 0.85), (before_title, 0.8)):
-        for match in pattern.finditer(text):
+    # A name before a title starts two to four characters before it (a surname of one
+    # or two, a given name of one or two): the pattern is tried only there, not at every
+    # surname character.
+    titled = {
+        at - length
+        for at in occurrences(text, _TITLES_AFTER)
+        for length in (2, 3, 4)
+        if at >= length
+    }
+    for matches, score in (
+        (after_cue.finditer(text), 0.85),
+        (matches_at(before_title, text, sorted(titled)), 0.8),
+    ):
+        for match in matches:
             name = match.group(1)
             start = match.start(1)
             # A name starts a word: 担任产品经理 has no 任产品 in it.
+            if word_starts is None:
+                word_starts = {token[0] for token in tokens}
             if start not in word_starts:
                 continue
             while len(name) > 2 and name[-1] in _GLUED:
@@ -240,10 +257,14 @@ def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding
 
 
 def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
-    index = 0
-    while index < len(tokens):
-        start, _, word, tag = tokens[index]
-        if not (tag == "ns" and (word.endswith(_ADMIN_SUFFIXES) or word.startswith(_PROVINCES))):
+    index = 0  # the first token not yet inside an address
+    # An address starts at a place word: the others are skipped without a Python loop.
+    for place in compress(count(), map("ns".__eq__, map(itemgetter(3), tokens))):
+        if place < index:
+            continue
+        index = place
+        start, _, word, _ = tokens[index]
+        if not (word.endswith(_ADMIN_SUFFIXES) or word.startswith(_PROVINCES)):
             index += 1
             continue
         last_ending = None
