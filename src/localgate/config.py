@@ -7,6 +7,7 @@ nothing is half-applied. Environment variables override the file:
 - ``LOCALGATE_DATA_DIR``      ``data_dir``
 - ``LOCALGATE_UPSTREAM_URL``  ``upstream.base_url``
 - ``GEMINI_API_KEY``          the upstream's API key (wins over ``upstream.api_key_file``)
+- ``LOCALGATE_CHROMA_TOKEN``  the Chroma server's token (with ``cache.chroma_url``)
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ ENV_UPSTREAM_URL = "LOCALGATE_UPSTREAM_URL"
 ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
 ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
 ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
+ENV_CHROMA_TOKEN = "LOCALGATE_CHROMA_TOKEN"  # noqa: S105 - a variable's name, not a secret
 
 
 class _Section(BaseModel):
@@ -226,8 +228,8 @@ class EmbeddingSettings(_Section):
 class SemanticCacheSettings(_Section):
     """The similarity layer of the cache: which requests it may answer, and how close."""
 
-    enabled: bool = True
-    threshold: float = Field(0.95, gt=0, le=1)
+    enabled: bool = False
+    threshold: float = Field(0.98, gt=0, le=1)
     max_temperature: float = Field(0.0, ge=0)
     allow_tools: bool = False
     candidates: int = Field(8, ge=1, le=100)
@@ -241,6 +243,7 @@ class CacheSettings(_Section):
     persist_path: Path | None = None
     chroma_url: str | None = None
     ttl_s: float = Field(86400.0, gt=0)
+    timeout_s: float = Field(2.0, gt=0)
     exact: bool = True
     semantic: SemanticCacheSettings = SemanticCacheSettings()
 
@@ -317,6 +320,8 @@ class Settings(_Section):
     local_embeddings: bool = False
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
+    # From LOCALGATE_CHROMA_TOKEN: the Chroma server's token, sent as a bearer token.
+    chroma_token: Secret | None = Field(None, exclude=True)
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
@@ -425,7 +430,7 @@ def load_settings(
         path = Path(env[ENV_CONFIG])
     source = str(path) if path else "<defaults>"
     raw = _read_yaml(path) if path else {}
-    if "upstream_api_key" in raw:
+    if "upstream_api_key" in raw or "chroma_token" in raw:
         raise ConfigError(
             source,
             [
@@ -439,7 +444,9 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(source, [_describe(err) for err in exc.errors()]) from exc
     key = _upstream_key(settings, env, source)
-    return settings.model_copy(update={"upstream_api_key": key}), path
+    token = env.get(ENV_CHROMA_TOKEN, "").strip()
+    updates = {"upstream_api_key": key, "chroma_token": Secret(token) if token else None}
+    return settings.model_copy(update=updates), path
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

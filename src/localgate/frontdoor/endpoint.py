@@ -331,6 +331,8 @@ def _finish(
         record["error"] = error_status
     if ctx.upstream:
         record["upstream"] = ctx.upstream
+    if ctx.cache_status:
+        record["cache"] = ctx.cache_status
     if ctx.model_version:
         record["model_version"] = ctx.model_version
     if ctx.usage:

@@ -28,6 +28,7 @@ from localgate.secret import Secret
 
 __all__ = [
     "LOCALGATE_KEY_PREFIX",
+    "TENANT_FORMAT",
     "ApiKeyRecord",
     "IssuedKey",
     "KeyStore",
@@ -37,7 +38,7 @@ __all__ = [
 
 LOCALGATE_KEY_PREFIX = "lg_"
 _KEY_FORMAT = re.compile(r"^lg_(?P<key_id>[0-9a-f]{16})_(?P<secret>[A-Za-z0-9_-]{43})$")
-_TENANT_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+TENANT_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Compared against when the key id is unknown, so both paths do the same work.
 _DUMMY_DIGEST = hashlib.sha256(b"localgate-unknown-key").digest()
 
@@ -116,7 +117,7 @@ class SqliteKeyStore:
 
     def create(self, tenant: str, label: str = "") -> IssuedKey:
         """Create a key for ``tenant``; the returned secret is not stored anywhere."""
-        if not _TENANT_FORMAT.match(tenant):
+        if not TENANT_FORMAT.match(tenant):
             raise ValueError(
                 "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit"

@@ -82,6 +82,12 @@ class RequestContext:
     # the x-localgate-cache response header says (hit, miss, bypass, refresh).
     cache: Any = None
     cache_status: str | None = None
+    # Personal data the policy let through in clear (action allow): the cache must see
+    # them as part of what a question is about. Set by the redaction stage.
+    allowed_values: frozenset[str] = frozenset()
+    # Whether the answer scan masked something the model produced: such an answer is
+    # not kept anywhere in its raw form.
+    answer_masked: bool = False
     # Where the answer came from when not from upstream, and the retrieved passages:
     # both go into the audit record (ids, never text).
     served_from: dict[str, Any] | None = None

@@ -83,15 +83,18 @@ class Pipeline:
                 await self.audit.record_outcome(ctx, "refused: retrieval", exc.code)
                 raise
             cached = await self.cache.lookup(ctx)
-            # Every request is on record, also those the cache answers.
-            await self.audit.record_request(ctx)
             if cached is not None:
+                # Every request is on record, also those the cache answers.
+                await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
                     return _AnswerStream(self, ctx, stored, permit, "served from cache").reply()
                 return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
             upstream = self.router.route(route, ctx.principal)
             ctx.upstream = upstream.name
+            if upstream.local:
+                ctx.served_from = {"local": upstream.name}  # answered in-house: nothing leaves
+            await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
@@ -112,11 +115,13 @@ class Pipeline:
     async def _unary_answer(
         self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
     ) -> UnaryReply:
-        if self.audit.keeps_answers:
-            ctx.answer_events.append(orjson.dumps(reply.body))
-        self.cache.keep(ctx, reply.body)
+        self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
-        ctx.observe_answer(reply.body)
+        if outcome == "served from cache":
+            # The stored answer's token counts were paid for once, by another request.
+            ctx.model_version = _version(reply.body)
+        else:
+            ctx.observe_answer(reply.body)
         await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
         if outcome == "forwarded":
@@ -127,12 +132,25 @@ class Pipeline:
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
         """The response stages for one stream event."""
-        if self.audit.keeps_answers:
-            ctx.answer_events.append(orjson.dumps(event))
-        self.cache.keep(ctx, event)
+        self._keep(ctx, event)
         event = self.redaction.restore_event(ctx, event)
-        ctx.observe_answer(event)
+        if ctx.served_from is None:
+            ctx.observe_answer(event)
         return event
+
+    def _keep(self, ctx: RequestContext, answer: Any) -> None:
+        """The answer as the upstream sent it (placeholders), for the audit trail and cache."""
+        if not self.audit.keeps_answers and ctx.cache is None:
+            return
+        raw = orjson.dumps(answer)
+        if self.audit.keeps_answers:
+            ctx.answer_events.append(raw)
+        self.cache.keep(ctx, raw)
+
+
+def _version(answer: Any) -> str | None:
+    version = answer.get("modelVersion") if isinstance(answer, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def _stored_stream(cached: UnaryReply) -> StreamReply:

@@ -96,8 +96,8 @@ class CacheStage(Protocol):
         """A stored answer for this request (placeholders as stored), or None."""
         ...
 
-    def keep(self, ctx: RequestContext, answer: Any) -> None:
-        """Note one upstream answer or stream event, before restoration."""
+    def keep(self, ctx: RequestContext, answer: bytes) -> None:
+        """Note one upstream answer or stream event, serialised before restoration."""
         ...
 
     def complete(self, ctx: RequestContext) -> None:
@@ -151,7 +151,7 @@ class NoCache:
         """Always a miss."""
         return None
 
-    def keep(self, ctx: RequestContext, answer: Any) -> None:
+    def keep(self, ctx: RequestContext, answer: bytes) -> None:
         """Nothing is kept."""
 
     def complete(self, ctx: RequestContext) -> None:

@@ -39,6 +39,8 @@ class RedactionSession:
         # Every value found in the request, whatever its action: an answer may repeat
         # these. Lives and dies with the request, like the placeholder table.
         self.request_values: set[str] = set()
+        # Of those, the ones the policy let through in clear (action allow).
+        self.allowed_values: set[str] = set()
         self.answer_counts: Counter[str] = Counter()
         self.original_texts: list[str] = []
         self._rule_actions = rule_actions or {}
@@ -66,6 +68,7 @@ class RedactionSession:
             self.counts[(finding.type, action)] += 1
             self.request_values.add(text[finding.start : finding.end])
             if action == "allow":
+                self.allowed_values.add(text[finding.start : finding.end])
                 continue
             if action == "block":
                 raise PolicyBlocked(

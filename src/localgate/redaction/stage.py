@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 from localgate.config import RedactionSettings, Settings
@@ -101,6 +102,7 @@ class PolicyRedaction:
         ctx.redaction = _State(session)
         ctx.redaction_summary = dict(session.counts)
         ctx.original_texts = session.original_texts
+        ctx.allowed_values = frozenset(session.allowed_values)
 
     def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
         """A whole answer with this request's placeholders replaced by the values."""
@@ -108,7 +110,7 @@ class PolicyRedaction:
         if not isinstance(state, _State):
             return answer
         restored = restore_answer(answer, state.session.pseudonyms, self._scanner(state))
-        self._count_answer(state)
+        self._count_answer(ctx, state)
         return restored
 
     def restore_event(self, ctx: RequestContext, event: Any) -> Any:
@@ -119,7 +121,7 @@ class PolicyRedaction:
         if state.stream is None:
             state.stream = StreamAnswerRestorer(state.session.pseudonyms, self._scanner(state))
         restored = state.stream.event(event)
-        self._count_answer(state)
+        self._count_answer(ctx, state)
         return restored
 
     def finish_stream(self, ctx: RequestContext) -> list[Any]:
@@ -128,7 +130,7 @@ class PolicyRedaction:
         if not isinstance(state, _State) or state.stream is None:
             return []
         events = state.stream.finish()
-        self._count_answer(state)
+        self._count_answer(ctx, state)
         if state.stream.dangling:
             self._metrics.restore_dangling.inc(state.stream.dangling)
         return events
@@ -138,8 +140,10 @@ class PolicyRedaction:
         state = ctx.redaction
         if not isinstance(state, _State):
             return text
+        session = state.session
+        before = session.counts.copy()
         try:
-            return state.session.redact(text, where)
+            redacted = session.redact(text, where)
         except LocalgateError:
             raise
         except Exception as exc:
@@ -148,13 +152,20 @@ class PolicyRedaction:
                 f"Redaction failed inside localgate (request id {ctx.request_id}); the "
                 "request was refused and nothing was forwarded."
             ) from exc
+        # Counted like the prompt's own findings: in the metrics and the audit record.
+        self._count(session, since=before)
+        ctx.redaction_summary = dict(session.counts)
+        ctx.allowed_values = frozenset(session.allowed_values)
+        return redacted
 
     @staticmethod
     def _scanner(state: _State) -> RedactionSession | None:
         return state.session if state.session.settings.scan_answers else None
 
-    def _count_answer(self, state: _State) -> None:
+    def _count_answer(self, ctx: RequestContext, state: _State) -> None:
         counts = state.session.answer_counts
+        if counts:
+            ctx.answer_masked = True
         for entity_type, count in counts.items():
             self._metrics.redaction_findings.labels(entity_type, "mask_in_answer").inc(count)
         counts.clear()
@@ -172,6 +183,9 @@ class PolicyRedaction:
             detector = self._detectors[key] = build_detector(self._settings, policy)
         return detector
 
-    def _count(self, session: RedactionSession) -> None:
-        for (entity_type, action), count in session.counts.items():
+    def _count(
+        self, session: RedactionSession, since: Counter[tuple[str, str]] | None = None
+    ) -> None:
+        counts = session.counts - since if since is not None else session.counts
+        for (entity_type, action), count in counts.items():
             self._metrics.redaction_findings.labels(entity_type, action).inc(count)

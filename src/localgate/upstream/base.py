@@ -47,6 +47,8 @@ class Upstream(Protocol):
     """A model API the gateway forwards to."""
 
     name: str
+    # True for an upstream inside the gateway (the local embedder): nothing leaves.
+    local: bool
 
     @property
     def ready(self) -> str | None:

@@ -90,6 +90,8 @@ def open_session(
 class GeminiUpstream:
     """Forwards Gemini REST calls to ``base_url`` with the gateway's key."""
 
+    local = False
+
     def __init__(
         self,
         name: str,

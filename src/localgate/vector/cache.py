@@ -25,13 +25,16 @@ the request: the lookup counts as a miss and the error is logged and counted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 
 from localgate.config import CacheSettings, Settings
@@ -49,6 +52,7 @@ __all__ = [
     "cache_key",
     "cache_stats",
     "clear_cache",
+    "last_turn_text",
     "merge_stream",
 ]
 
@@ -62,6 +66,10 @@ _ANCHORS = re.compile(r"\[[A-Z][A-Z0-9_]*_[0-9]+\]|[0-9]+(?:[.,][0-9]+)*")
 # MAX_TOKENS, ...) is served once and not kept.
 _COMPLETE = frozenset({"STOP"})
 _PURGE_EVERY = 1000
+# Answers waiting to be stored beyond this are not stored (a store that cannot keep up
+# must not grow the gateway's memory); counted as store errors.
+_MAX_QUEUED = 10_000
+_CLOSE_WAIT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -76,16 +84,25 @@ class CacheKey:
     vector: Vectors | None = None
 
 
-def cache_key(body: dict[str, Any], model: str, settings: CacheSettings) -> CacheKey:
-    """The keys of a (redacted) generateContent body."""
+def cache_key(
+    body: dict[str, Any],
+    model: str,
+    settings: CacheSettings,
+    kept: Collection[str] = (),
+) -> CacheKey:
+    """The keys of a (redacted) generateContent body.
+
+    ``kept`` are personal data the policy let through in clear (``allow``): like
+    placeholders and numbers, they must be the same, in the same order, for a
+    semantic hit.
+    """
     exact = _digest({"model": model, "body": body})
     contents = body.get("contents")
     turns = contents if isinstance(contents, list) else []
     last = turns[-1] if turns and isinstance(turns[-1], dict) else {}
     parts = last.get("parts")
     parts = parts if isinstance(parts, list) else []
-    texts = [part["text"] for part in parts if isinstance(part, dict) and _is_text(part)]
-    last_turn = "\n".join(texts)
+    last_turn = last_turn_text(body)
     rest = {name: value for name, value in body.items() if name != "contents"}
     fingerprint = _digest(
         {
@@ -94,7 +111,7 @@ def cache_key(body: dict[str, Any], model: str, settings: CacheSettings) -> Cach
             "earlier": turns[:-1],
             "role": last.get("role"),
             "other_parts": [part for part in parts if not _is_text(part)],
-            "anchors": sorted(_ANCHORS.findall(last_turn)),
+            "anchors": _anchors(last_turn, kept),
         }
     )
     return CacheKey(
@@ -106,8 +123,34 @@ def cache_key(body: dict[str, Any], model: str, settings: CacheSettings) -> Cach
     )
 
 
+def last_turn_text(body: dict[str, Any]) -> str:
+    """The text parts of the conversation's last turn (thoughts included), joined."""
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents or not isinstance(contents[-1], dict):
+        return ""
+    parts = contents[-1].get("parts")
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(part["text"] for part in parts if _is_text(part))
+
+
+def _anchors(text: str, kept: Collection[str]) -> list[str]:
+    """Placeholders, numbers and values let through, in the order they appear."""
+    found = [(match.start(), match.group()) for match in _ANCHORS.finditer(text)]
+    for value in kept:
+        at = text.find(value)
+        while at >= 0:
+            found.append((at, value))
+            at = text.find(value, at + 1)
+    return [token for _, token in sorted(found)]
+
+
 def _is_text(part: Any) -> bool:
-    return isinstance(part, dict) and set(part) <= {"text", "thought"} and "text" in part
+    return (
+        isinstance(part, dict)
+        and set(part) <= {"text", "thought"}
+        and isinstance(part.get("text"), str)
+    )
 
 
 def _replayable(body: dict[str, Any], settings: CacheSettings) -> bool:
@@ -116,7 +159,7 @@ def _replayable(body: dict[str, Any], settings: CacheSettings) -> bool:
     # No temperature means the model's default, which samples: not a replay.
     if not isinstance(temperature, int | float) or temperature > settings.semantic.max_temperature:
         return False
-    return settings.semantic.allow_tools or not _field(body, "tools", "tools")
+    return settings.semantic.allow_tools or not body.get("tools")
 
 
 def _field(body: dict[str, Any], camel: str, snake: str) -> Any:
@@ -203,8 +246,10 @@ class VectorCache:
         # older version are stale. Learnt from traffic (a restart forgets it; the TTL
         # still bounds how long an old answer lives).
         self._versions: dict[str, str] = {}
-        self._pending: set[asyncio.Task[None]] = set()
-        self._stored = 0
+        # Answers waiting to be stored, written in batches on the store's writing thread.
+        self._queue: list[tuple[_Ticket, Any, str | None]] = []
+        self._draining: asyncio.Task[None] | None = None
+        self._stored: dict[str, int] = {}
 
     # -- request path --------------------------------------------------------
 
@@ -223,7 +268,7 @@ class VectorCache:
         if control == "bypass":
             ctx.cache_status = "bypass"
             return None
-        key = cache_key(ctx.body, route.model, policy)
+        key = cache_key(ctx.body, route.model, policy, ctx.allowed_values)
         ctx.cache = _Ticket(tenant, key, policy)
         ctx.cache_status = "miss"
         if control == "refresh":
@@ -249,13 +294,15 @@ class VectorCache:
         }
         return UnaryReply(body=hit.answer, headers={})
 
-    def keep(self, ctx: RequestContext, answer: Any) -> None:
-        """Note one upstream answer or stream event (as sent: placeholders, not values)."""
+    def keep(self, ctx: RequestContext, answer: bytes) -> None:
+        """Note one upstream answer or stream event, serialised as the upstream sent it.
+
+        Bytes, not the object: restoration rewrites the answer in place, and only the
+        answer as sent (placeholders, never values) may be stored.
+        """
         ticket = ctx.cache
         if isinstance(ticket, _Ticket):
-            # A copy: restoration rewrites the answer in place, and only the answer as
-            # the upstream sent it (placeholders, never values) may be stored.
-            ticket.events.append(orjson.dumps(answer))
+            ticket.events.append(answer)
 
     def complete(self, ctx: RequestContext) -> None:
         """The upstream's answer is complete and good: learn its version, store it."""
@@ -263,21 +310,29 @@ class VectorCache:
         if route is not None and route.model and ctx.model_version:
             self._versions[route.model] = ctx.model_version
         ticket = ctx.cache
+        ctx.cache = None
         if not isinstance(ticket, _Ticket) or not ticket.events:
             return
-        ctx.cache = None
+        if ctx.answer_masked:
+            # The answer scan masked personal data the model produced: the client got the
+            # masked text, and the raw answer must not be kept.
+            return
         events = [orjson.loads(event) for event in ticket.events]
         answer = events[0] if len(events) == 1 else merge_stream(events)
         if not _worth_keeping(answer):
             return
-        task = asyncio.get_running_loop().create_task(self._put(ticket, answer, ctx.model_version))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        if len(self._queue) >= _MAX_QUEUED:
+            self._metrics.cache_errors.labels("store").inc()
+            return
+        self._queue.append((ticket, answer, ctx.model_version))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.get_running_loop().create_task(self._drain())
 
     async def close(self) -> None:
-        """Wait for answers still being stored."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+        """Give answers still queued a moment to be stored."""
+        if self._draining is not None and not self._draining.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._draining), _CLOSE_WAIT_S)
 
     # -- on the store's thread -------------------------------------------------
 
@@ -299,30 +354,30 @@ class VectorCache:
         if not (policy.semantic.enabled and key.semantic):
             return None
         key.vector = self._embedder.embed([key.last_turn])[0]
-        # Chroma returns fewer than n_results when the collection is smaller.
+        # Chroma returns fewer than n_results when the collection is smaller. Answers
+        # are read for the chosen entry only.
         found = collection.query(
             query_embeddings=[key.vector],
             n_results=policy.semantic.candidates,
-            include=["metadatas", "documents", "distances"],
+            include=["metadatas", "distances"],
         )
-        hit = None
-        best = policy.semantic.threshold
-        for entry, metadata, document, distance in zip(
-            found["ids"][0],
-            found["metadatas"][0],
-            found["documents"][0],
-            found["distances"][0],
-            strict=True,
+        best: tuple[str, float] | None = None
+        for entry, metadata, distance in zip(
+            found["ids"][0], found["metadatas"][0], found["distances"][0], strict=True
         ):
             similarity = 1.0 - float(distance)
             if (
-                similarity >= best
+                similarity >= (best[1] if best else policy.semantic.threshold)
                 and metadata.get("fingerprint") == key.fingerprint
                 and metadata.get("semantic") is True
                 and self._fresh(metadata, key.model, now)
             ):
-                best = similarity
-                hit = _Hit("semantic", entry, similarity, orjson.loads(document))
+                best = (entry, similarity)
+        hit = None
+        if best is not None:
+            documents = collection.get(ids=[best[0]], include=["documents"])["documents"]
+            if documents:
+                hit = _Hit("semantic", best[0], best[1], orjson.loads(documents[0]))
         self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
         return hit
 
@@ -333,42 +388,61 @@ class VectorCache:
         version = metadata.get("version") or None
         return newest is None or version is None or version == newest
 
-    async def _put(self, ticket: _Ticket, answer: Any, version: str | None) -> None:
-        try:
-            await self._store.run(self._write, ticket, answer, version)
-        except Exception:
-            logger.exception("cache store failed")
-            self._metrics.cache_errors.labels("store").inc()
-            return
-        self._metrics.cache_stores.inc()
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await self._store.write(self._write, batch)
+            except Exception:
+                logger.exception("cache: %d answers could not be stored", len(batch))
+                self._metrics.cache_errors.labels("store").inc(len(batch))
+            else:
+                self._metrics.cache_stores.inc(len(batch))
 
-    def _write(self, ticket: _Ticket, answer: Any, version: str | None) -> None:
-        key = ticket.key
-        vector = key.vector
-        if vector is None:
-            # A request without text in its last turn (never semantic) still needs a
-            # vector in Chroma: its own key, which is like nothing else.
-            vector = self._embedder.embed([key.last_turn or key.exact])[0]
+    def _write(self, batch: list[tuple[_Ticket, Any, str | None]]) -> None:
+        """Store a batch: one upsert per tenant (on the store's writing thread)."""
+        by_tenant: dict[str, dict[str, tuple[_Ticket, Any, str | None]]] = {}
+        for item in batch:  # the same request twice: the later answer wins
+            by_tenant.setdefault(item[0].tenant, {})[item[0].key.exact] = item
         now = time.time()
-        collection = self._collection(ticket.tenant)
-        collection.upsert(
-            ids=[key.exact],
-            embeddings=[vector],
-            documents=[orjson.dumps(answer).decode()],
-            metadatas=[
-                {
-                    "fingerprint": key.fingerprint,
-                    "semantic": key.semantic,
-                    "model": key.model,
-                    "version": version or "",
-                    "created": now,
-                    "expires": now + ticket.settings.ttl_s,
-                }
-            ],
-        )
-        self._stored += 1
-        if self._stored % _PURGE_EVERY == 0:
-            collection.delete(where={"expires": {"$lt": now}})
+        for tenant, items in by_tenant.items():
+            entries = list(items.values())
+            collection = self._collection(tenant)
+            collection.upsert(
+                ids=[ticket.key.exact for ticket, _, _ in entries],
+                embeddings=self._vectors([ticket.key for ticket, _, _ in entries]),
+                documents=[orjson.dumps(answer).decode() for _, answer, _ in entries],
+                metadatas=[
+                    {
+                        "fingerprint": ticket.key.fingerprint,
+                        "semantic": ticket.key.semantic,
+                        "model": ticket.key.model,
+                        "version": version or "",
+                        "created": now,
+                        "expires": now + ticket.settings.ttl_s,
+                    }
+                    for ticket, _, version in entries
+                ],
+            )
+            stored = self._stored.get(tenant, 0)
+            self._stored[tenant] = stored + len(entries)
+            if stored // _PURGE_EVERY != self._stored[tenant] // _PURGE_EVERY:
+                collection.delete(where={"expires": {"$lt": now}})
+
+    def _vectors(self, keys: list[CacheKey]) -> Vectors:
+        """The entries' vectors: the last turn's embedding where the semantic layer may
+        use it; elsewhere one fixed unit vector (Chroma needs one; embedding is wasted)."""
+        vectors = np.zeros((len(keys), self._embedder.dimensions), dtype=np.float32)
+        vectors[:, 0] = 1.0
+        missing = [i for i, key in enumerate(keys) if key.semantic and key.vector is None]
+        if missing:
+            embedded = self._embedder.embed([keys[i].last_turn for i in missing])
+            for row, i in enumerate(missing):
+                keys[i].vector = embedded[row]
+        for i, key in enumerate(keys):
+            if key.semantic and key.vector is not None:
+                vectors[i] = key.vector
+        return vectors
 
     def _policy(self, tenant: str) -> CacheSettings:
         policy = self._policies.get(tenant)
@@ -378,6 +452,7 @@ class VectorCache:
 
 
 def _worth_keeping(answer: Any) -> bool:
+    """A complete answer with something in it: every candidate finished, none empty."""
     if not isinstance(answer, dict):
         return False
     feedback = answer.get("promptFeedback")
@@ -387,8 +462,18 @@ def _worth_keeping(answer: Any) -> bool:
     if not isinstance(candidates, list) or not candidates:
         return False
     return all(
-        isinstance(candidate, dict) and candidate.get("finishReason") in _COMPLETE
+        isinstance(candidate, dict)
+        and candidate.get("finishReason") in _COMPLETE
+        and _has_content(candidate)
         for candidate in candidates
+    )
+
+
+def _has_content(candidate: dict[str, Any]) -> bool:
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return isinstance(parts, list) and any(
+        isinstance(part, dict) and (part.get("text") or "functionCall" in part) for part in parts
     )
 
 

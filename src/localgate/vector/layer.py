@@ -55,10 +55,11 @@ class VectorLayer:
             embedder=embedder,
             cache=VectorCache(settings, store, embedder, metrics),
             retrieval=LocalRetrieval(settings, store, Library(settings, store, embedder), metrics),
-            local_embeddings=LocalEmbeddings(store, embedder),
+            local_embeddings=LocalEmbeddings(embedder),
         )
 
     async def close(self) -> None:
         """Finish pending cache writes and close the store."""
         await self.cache.close()
+        self.local_embeddings.close()
         self.store.close()

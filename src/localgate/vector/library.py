@@ -12,7 +12,12 @@ searches its own collection of the name asked for, or, if it has none, the share
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
+import os
+import re
+import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +37,8 @@ __all__ = ["SHARED", "FileProblem", "IngestReport", "Library", "Passage", "Progr
 
 SHARED = "*"
 _PURPOSE = "rag"
+_SOURCE_KEY_FILE = "rag-ids.key"
+_PATH_SEPARATORS = re.compile(r"[_/\\.+-]")
 # Rows per Chroma write: well below the embedded store's maximum batch.
 _BATCH = 1000
 
@@ -92,6 +99,7 @@ class Library:
 
     def __init__(self, settings: Settings, store: VectorStore, embedder: Embedder) -> None:
         self._settings = settings
+        self._key: bytes | None = None
         self._store = store
         self._embedder = embedder
         self._detectors: dict[tuple[bool, float], Detector] = {}
@@ -196,10 +204,14 @@ class Library:
     def _pieces(self, tenant: str, path: Path, rag: RagSettings) -> tuple[list[_Piece], str]:
         """The redacted chunks, and the file's path as it may be stored (redacted too)."""
         session = self._session(tenant)
-        # A path can name a person (/home/zhangwei/张伟-合同.pdf): stored redacted.
-        shown = str(path.resolve())
+        # Only the file's name is kept, and a name can name a person (张伟-合同.pdf): it is
+        # redacted, read as words (separators as spaces: John_Smith_review reads John Smith).
+        shown = path.name
         if session is not None:
-            shown = session.redact(shown, "the file's path")
+            words = _PATH_SEPARATORS.sub(" ", path.stem)
+            redacted = session.redact(words, "the file's name")
+            if redacted != words:
+                shown = redacted + path.suffix
         markdown = is_markdown(path)
         pieces: list[_Piece] = []
         for section in extract(path):
@@ -218,9 +230,9 @@ class Library:
     ) -> None:
         # Embedded before anything is deleted: a failing embedder leaves the old version.
         vectors = self._embedder.embed([piece.text for piece in pieces])
-        # The file is known by a digest of its real path: two paths redacted alike
-        # ([PERSON].pdf) stay two files.
-        source_id = hashlib.sha256(path.encode()).hexdigest()
+        # The file is known by a keyed digest of its real path: two names redacted alike
+        # ([PERSON].pdf) stay two files, and a list of names cannot be tried against it.
+        source_id = hmac.new(self._source_key(), path.encode(), hashlib.sha256).hexdigest()
         prefix = source_id[:16]
         now = int(time.time())
         target.delete(where={"source_id": source_id})
@@ -235,6 +247,19 @@ class Library:
                     for index, piece in enumerate(batch)
                 ],
             )
+
+    def _source_key(self) -> bytes:
+        """The key of source ids: ``<data_dir>/rag-ids.key``, made on first use."""
+        if self._key is None:
+            path = self._settings.data_dir / _SOURCE_KEY_FILE
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):  # another process was first
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(descriptor, "wb") as handle:
+                        handle.write(secrets.token_bytes(32))
+            self._key = path.read_bytes()
+        return self._key
 
     # -- querying --------------------------------------------------------------
 

@@ -9,13 +9,14 @@ which model produced it (its vectors are not Gemini's: do not mix the two in one
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from localgate.errors import InvalidArgument
 from localgate.frontdoor.routes import GeminiMethod
 from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
 from localgate.vector.embedders import Embedder
-from localgate.vector.store import VectorStore
 
 __all__ = ["EMBEDDING_MODEL_HEADER", "LocalEmbeddings"]
 
@@ -26,12 +27,13 @@ class LocalEmbeddings:
     """The configured local embedder behind Gemini's embedding routes."""
 
     name = "local-embedder"
+    local = True
     ready: str | None = None
 
-    def __init__(self, store: VectorStore, embedder: Embedder) -> None:
-        # The store's thread runs every use of the embedder: one at a time.
-        self._store = store
+    def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
+        # A thread of its own: embedding never waits on the vector store.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="localgate-embed")
 
     async def unary(self, call: UpstreamCall) -> UnaryReply:
         """Embed the request's texts and answer in Gemini's format."""
@@ -48,7 +50,8 @@ class LocalEmbeddings:
                 f"The local embedder answers embedContent and batchEmbedContents, "
                 f"not {call.route.method.value}."
             )
-        vectors = await self._store.run(self._embedder.embed, texts)
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self._executor, self._embedder.embed, texts)
         embeddings = [{"values": [float(value) for value in row]} for row in vectors]
         answer: dict[str, Any] = (
             {"embeddings": embeddings}
@@ -56,6 +59,10 @@ class LocalEmbeddings:
             else {"embedding": embeddings[0]}
         )
         return UnaryReply(body=answer, headers={EMBEDDING_MODEL_HEADER: self._embedder.name})
+
+    def close(self) -> None:
+        """Stop the embedding thread."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def stream(self, call: UpstreamCall) -> StreamReply:
         """Embedding routes do not stream."""

@@ -17,7 +17,6 @@ The audit record of the request lists the collection and the passage ids, never 
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import Any
 
 from localgate.config import Settings
@@ -26,6 +25,7 @@ from localgate.frontdoor.routes import GeminiMethod
 from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 from localgate.pipeline.stages import RedactionStage
+from localgate.vector.cache import last_turn_text
 from localgate.vector.library import Library, Passage
 from localgate.vector.store import VectorStore, check_collection_name
 
@@ -58,13 +58,15 @@ class LocalRetrieval:
         if name is None:
             return
         if not policy.enabled:
+            if ctx.rag_collection is None:
+                return  # a collection configured for others; this tenant does not retrieve
             raise PermissionDenied(
                 f"Retrieval is not enabled for tenant {tenant!r}, so the collection named in "
                 "x-localgate-rag-collection cannot be used. Ask the gateway operator to set "
                 "rag.enabled for your tenant."
             )
         check_collection_name(name)
-        query = _last_turn_text(ctx.body)
+        query = last_turn_text(ctx.body)
         ctx.rag = {"collection": name, "passages": []}
         if not query.strip():
             return
@@ -95,24 +97,10 @@ def context_text(collection: str, blocks: list[str]) -> str:
 
 
 def _block(index: int, passage: Passage) -> str:
-    where = PurePath(passage.source).name
+    where = passage.source  # the file's name, stored redacted
     if passage.page is not None:
         where += f", page {passage.page}"
     return f"[{index}] (source: {where})\n{passage.text}"
-
-
-def _last_turn_text(body: dict[str, Any]) -> str:
-    contents = body.get("contents")
-    if not isinstance(contents, list) or not contents or not isinstance(contents[-1], dict):
-        return ""
-    parts = contents[-1].get("parts")
-    if not isinstance(parts, list):
-        return ""
-    return "\n".join(
-        part["text"]
-        for part in parts
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    )
 
 
 def _append_system_text(body: dict[str, Any], text: str) -> None:

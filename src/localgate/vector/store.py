@@ -5,10 +5,13 @@ collection) and embedding space, so tenants never share an index and vectors of 
 embedders never mix. Collection names carry a digest of the tenant, never the tenant
 itself; the collection's metadata says whose it is.
 
-Every Chroma call runs on one worker thread of the store: the event loop never waits
-on it, and the embedded client is never used from two threads at once. An embedded
-store written by another process (``localgate rag ingest`` beside a running gateway)
-is noticed through a generation file the writer touches, and reopened.
+Chroma calls run on two worker threads, one reading (lookups, retrieval) and one
+writing (storing answers), so a lookup never waits behind a write; the event loop
+waits on neither longer than ``cache.timeout_s``. A store that failed to open or ran
+out of time is left alone for a few seconds: calls fail at once (the cache misses)
+instead of each waiting. An embedded store written by another process (``localgate
+rag ingest`` beside a running gateway) is noticed through a generation file the writer
+touches, and reopened with no call in flight.
 """
 
 from __future__ import annotations
@@ -20,22 +23,23 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from localgate.config import Settings
-from localgate.errors import InvalidArgument, ServiceUnavailable
+from localgate.errors import InvalidArgument, LocalgateError, ServiceUnavailable
 
-__all__ = ["CollectionInfo", "VectorStore", "check_collection_name"]
+__all__ = ["CollectionInfo", "VectorStore", "VectorStoreUnavailable", "check_collection_name"]
 
 logger = logging.getLogger("localgate.vector")
 T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _GENERATION_FILE = "localgate.generation"
-_RETRY_OPEN_S = 5.0
+_RETRY_S = 5.0
 
 
 def check_collection_name(name: str) -> str:
@@ -64,49 +68,96 @@ class CollectionInfo:
 class VectorStore:
     """Opens ChromaDB once and hands out per-tenant collections."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, timeout_s: float | None = None) -> None:
         self._url = settings.cache.chroma_url
+        self._token = settings.chroma_token
         self._path = settings.vector_store_path
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector")
-        self._lock = threading.Lock()
+        self._timeout_s = timeout_s if timeout_s is not None else settings.cache.timeout_s
+        # Reads (lookups, retrieval) never wait behind writes (storing answers).
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector-read")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector-write")
+        self._lock = _SharedLock()
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._generation: float | None = None
-        self._retry_at = 0.0
+        # While the store is down (failed to open, or a call ran out of time), calls
+        # fail at once instead of each waiting for it.
+        self._down_until = 0.0
         self._down = ""
 
     @property
     def where(self) -> str:
-        """The server URL or the directory, for messages."""
+        """The server URL or the directory, for operators (never sent to clients)."""
         return self._url or str(self._path)
 
     # -- running calls -------------------------------------------------------
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
-        """Run ``call(*args)`` on the store's thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._guarded, call, *args)
+        """Run ``call(*args)`` on the reading thread, within the store's time budget."""
+        return await self._within_budget(self._reader, call, *args)
 
-    def _guarded(self, call: Callable[..., T], *args: Any) -> T:
-        with self._lock:
-            self._refresh_if_changed()
-            return call(*args)
+    async def write(self, call: Callable[..., T], *args: Any) -> T:
+        """Run ``call(*args)`` on the writing thread, within the store's time budget."""
+        return await self._within_budget(self._writer, call, *args)
 
     def sync(self, call: Callable[..., T], *args: Any) -> T:
-        """Run ``call(*args)`` here (for the CLI, which has no event loop)."""
+        """Run ``call(*args)`` here, without a time budget (for the CLI)."""
         return self._guarded(call, *args)
+
+    async def _within_budget(
+        self, executor: ThreadPoolExecutor, call: Callable[..., T], *args: Any
+    ) -> T:
+        if time.monotonic() < self._down_until:
+            raise VectorStoreUnavailable(self._down)
+        future = asyncio.get_running_loop().run_in_executor(executor, self._guarded, call, *args)
+        try:
+            return await asyncio.wait_for(future, self._timeout_s)
+        except TimeoutError:
+            self._mark_down(
+                f"the vector store at {self.where} did not answer in {self._timeout_s:g} s"
+            )
+            raise VectorStoreUnavailable(self._down) from None
+
+    def _guarded(self, call: Callable[..., T], *args: Any) -> T:
+        self._refresh_if_changed()
+        try:
+            return self._call(call, args, stale_ok=True)
+        except _StaleHandle:
+            # A collection deleted and made again by another client (a shared server,
+            # the CLI): our handle is stale. Forget the handles and try once more.
+            self._collections.clear()
+            return self._call(call, args, stale_ok=False)
+
+    def _call(self, call: Callable[..., T], args: tuple[Any, ...], *, stale_ok: bool) -> T:
+        with self._lock.shared():
+            try:
+                return call(*args)
+            except LocalgateError:
+                raise
+            except Exception as exc:
+                if stale_ok and _is_not_found(exc):
+                    raise _StaleHandle from exc
+                logger.exception("vector store call failed (%s)", self.where)
+                reason = f"the vector store at {self.where} failed: {exc}"
+                raise VectorStoreUnavailable(reason) from exc
+
+    def _mark_down(self, reason: str) -> None:
+        self._down = reason
+        self._down_until = time.monotonic() + _RETRY_S
+        logger.error("%s; calls fail at once for %g s", reason, _RETRY_S)
 
     async def check(self) -> str | None:
         """None when the store answers, else why not (for ``/readyz``)."""
         try:
             await self.run(lambda: self._open().heartbeat())
-        except Exception as exc:  # noqa: BLE001 - any failure means "not ready", said plainly
-            return f"the vector store at {self.where} does not answer: {exc}"
+        except VectorStoreUnavailable as exc:
+            return exc.reason
         return None
 
     def close(self) -> None:
-        """Finish queued calls and stop the worker thread."""
-        self._executor.shutdown(wait=True)
+        """Stop the worker threads; a call stuck in a hung store is abandoned."""
+        self._reader.shutdown(wait=False, cancel_futures=True)
+        self._writer.shutdown(wait=False, cancel_futures=True)
         self._collections.clear()
         self._client = None
 
@@ -147,8 +198,10 @@ class VectorStore:
         else:
             try:
                 found = client.get_collection(name, embedding_function=None)
-            except Exception:  # noqa: BLE001 - chroma raises several kinds for "not found"
-                return None
+            except Exception as exc:
+                if _is_not_found(exc):
+                    return None
+                raise
         self._collections[name] = found
         return found
 
@@ -198,15 +251,12 @@ class VectorStore:
 
     def _open(self) -> Any:
         if self._client is None:
-            # After a failed open, wait before trying again: a store that is down must
-            # not add a connection attempt to every request.
-            if time.monotonic() < self._retry_at:
-                raise ServiceUnavailable(self._down)
+            if time.monotonic() < self._down_until:
+                raise VectorStoreUnavailable(self._down)
             try:
                 self._client = self._connect()
-            except ServiceUnavailable as exc:
-                self._retry_at = time.monotonic() + _RETRY_OPEN_S
-                self._down = exc.message
+            except VectorStoreUnavailable as exc:
+                self._mark_down(exc.reason)
                 raise
         return self._client
 
@@ -219,18 +269,24 @@ class VectorStore:
         try:
             if self._url is not None:
                 parts = urlsplit(self._url)
-                return chromadb.HttpClient(
+                headers = (
+                    {"Authorization": f"Bearer {self._token.reveal()}"} if self._token else None
+                )
+                client = chromadb.HttpClient(
                     host=parts.hostname or "localhost",
                     port=parts.port or (443 if parts.scheme == "https" else 8000),
                     ssl=parts.scheme == "https",
+                    headers=headers,
                     settings=chroma_settings,
                 )
+                _bound_http_wait(client, self._timeout_s)
+                return client
             self._path.mkdir(parents=True, exist_ok=True)
             self._generation = self._stat_generation()
             return chromadb.PersistentClient(path=str(self._path), settings=chroma_settings)
         except Exception as exc:
-            raise ServiceUnavailable(
-                f"The vector store at {self.where} cannot be opened: {exc}"
+            raise VectorStoreUnavailable(
+                f"the vector store at {self.where} cannot be opened: {exc}"
             ) from exc
 
     def _stat_generation(self) -> float | None:
@@ -242,18 +298,84 @@ class VectorStore:
     def _refresh_if_changed(self) -> None:
         if self._url is not None or self._client is None:
             return
-        generation = self._stat_generation()
-        if generation == self._generation:
+        if self._stat_generation() == self._generation:
             return
         # Another process wrote to the embedded store: the in-memory indexes are stale.
+        # Reopened with no call in flight on either thread.
         from chromadb.api.shared_system_client import SharedSystemClient
 
-        logger.info("vector store %s changed on disk; reopening it", self._path)
-        SharedSystemClient.clear_system_cache()
-        self._collections.clear()
-        self._client = None
-        self._open()
-        self._generation = generation
+        with self._lock.exclusive():
+            generation = self._stat_generation()
+            if generation == self._generation:
+                return
+            logger.info("vector store %s changed on disk; reopening it", self._path)
+            SharedSystemClient.clear_system_cache()
+            self._collections.clear()
+            self._client = None
+            self._open()
+            self._generation = generation
+
+
+class VectorStoreUnavailable(ServiceUnavailable):
+    """The store cannot be used now. Clients are told so without its address or the
+    driver's words; ``reason`` (for logs and ``/readyz``) has both."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "The gateway's local vector store is unavailable; try again shortly. If it "
+            "persists, tell the gateway operator."
+        )
+        self.reason = reason
+
+
+class _StaleHandle(Exception):
+    """A collection handle that no longer names a collection."""
+
+
+class _SharedLock:
+    """Many holders at once, or one exclusive holder (to reopen the store)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._holders = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._condition:
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._holders -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._condition:  # held throughout: no new shared holder can start
+            self._condition.wait_for(lambda: self._holders == 0)
+            yield
+
+
+def _is_not_found(exc: Exception) -> bool:
+    from chromadb.errors import NotFoundError
+
+    return isinstance(exc, NotFoundError)
+
+
+def _bound_http_wait(client: Any, timeout_s: float) -> None:
+    """Give the Chroma HTTP client's connection a timeout (it has none by default).
+
+    chromadb 1.x builds its httpx client with ``timeout=None`` and has no setting for
+    it; without one, a server that accepts but never answers holds a worker thread
+    forever. The attribute path is chromadb's own; if it moves, the store's time budget
+    still bounds what a request waits.
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None and hasattr(session, "timeout"):
+        import httpx
+
+        session.timeout = httpx.Timeout(timeout_s * 4, connect=timeout_s)
 
 
 def _collection_name(tenant: str, purpose: str, space: str, collection: str | None) -> str:
