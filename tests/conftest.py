@@ -20,6 +20,9 @@ import pytest
 import uvicorn
 
 from localgate.app import create_app
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.records import parse_header
+from localgate.audit.store import AuditReader
 from localgate.config import Settings, load_settings
 from localgate.identity import SqliteKeyStore
 from localgate.testing import FakeGemini
@@ -67,6 +70,22 @@ class RunningGateway:
 
         wait_until(written)
         return found[0]
+
+    def audit_headers(self, request_id: str, count: int = 2) -> list[dict[str, Any]]:
+        """The audit records' headers of one request, once ``count`` have been written."""
+        found: list[dict[str, Any]] = []
+
+        def written() -> bool:
+            reader = AuditReader(SqliteDatabase(self.settings.audit_db_path))
+            try:
+                rows = reader.by_request(request_id)
+                found[:] = [parse_header(row.header or b"{}") for row in rows]
+            finally:
+                reader.close()
+            return len(found) >= count
+
+        wait_until(written)
+        return found
 
     def keys(self) -> SqliteKeyStore:
         """A separate connection to the gateway's key store, as the CLI would open."""

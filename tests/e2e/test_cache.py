@@ -17,9 +17,6 @@ from click.testing import CliRunner
 from google import genai
 from google.genai import types
 
-from localgate.audit.database import SqliteDatabase
-from localgate.audit.records import parse_header
-from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.identity import SqliteKeyStore
 from localgate.testing import FakeGemini
@@ -345,17 +342,7 @@ def test_cache_hits_are_in_the_audit_trail_and_the_metrics(
     post(cached, body)
     wait_stored(cached, 1)
     hit = post(cached, body)
-    request_id = hit.headers["x-request-id"]
-
-    def headers() -> list[dict[str, Any]]:
-        reader = AuditReader(SqliteDatabase(cached.settings.audit_db_path))
-        try:
-            return [parse_header(row.header or b"{}") for row in reader.by_request(request_id)]
-        finally:
-            reader.close()
-
-    wait_until(lambda: len(headers()) == 2)
-    request, answer = headers()
+    request, answer = cached.audit_headers(hit.headers["x-request-id"])
     with cached.client() as client:
         metrics = client.get("/metrics").text
 

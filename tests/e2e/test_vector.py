@@ -13,9 +13,6 @@ import pytest
 from google import genai
 from google.genai import types
 
-from localgate.audit.database import SqliteDatabase
-from localgate.audit.records import parse_header
-from localgate.audit.store import AuditReader
 from localgate.testing import FakeGemini
 from localgate.vector.embedders import build_embedder
 from localgate.vector.library import Library
@@ -96,18 +93,8 @@ def test_the_audit_record_lists_the_passages_used(
 ) -> None:
     ingest(rag_gateway, "acme", "handbook", documents)
     response = post(rag_gateway, QUESTION, **{"x-localgate-rag-collection": "handbook"})
-    request_id = response.headers["x-request-id"]
-
-    def request_record() -> dict[str, Any] | None:
-        reader = AuditReader(SqliteDatabase(rag_gateway.settings.audit_db_path))
-        try:
-            headers = [parse_header(r.header or b"{}") for r in reader.by_request(request_id)]
-        finally:
-            reader.close()
-        return next((h for h in headers if h["kind"] == "request"), None)
-
-    wait_until(lambda: request_record() is not None)
-    record = request_record()
+    headers = rag_gateway.audit_headers(response.headers["x-request-id"])
+    record = next((header for header in headers if header["kind"] == "request"), None)
 
     assert record is not None
     assert record["rag"]["collection"] == "handbook"
@@ -307,17 +294,7 @@ def test_local_embeddings_are_on_record_as_answered_in_house(
             "/v1beta/models/gemini-embedding-001:embedContent",
             json={"content": {"parts": [{"text": "hello"}]}},
         )
-        request_id = response.headers["x-request-id"]
-
-        def records() -> list[dict[str, Any]]:
-            reader = AuditReader(SqliteDatabase(gateway.settings.audit_db_path))
-            try:
-                return [parse_header(r.header or b"{}") for r in reader.by_request(request_id)]
-            finally:
-                reader.close()
-
-        wait_until(lambda: len(records()) == 2)
-        request, answer = records()
+        request, answer = gateway.audit_headers(response.headers["x-request-id"])
 
     assert request["served_from"] == {"local": "local-embedder"}
     assert "sent_digest" not in request

@@ -17,7 +17,7 @@ from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import RedactionSession
 
-__all__ = ["PolicyRedaction", "RedactionFailed", "build_detector", "new_session"]
+__all__ = ["Detectors", "PolicyRedaction", "RedactionFailed", "build_detector", "new_session"]
 
 logger = logging.getLogger("localgate")
 
@@ -55,6 +55,23 @@ def build_detector(settings: Settings, redaction: RedactionSettings) -> Detector
     )
 
 
+class Detectors:
+    """The detectors of the configured policies: one per (names on or off, minimum score),
+    built on first use and shared by every policy that needs it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._built: dict[tuple[bool, float], Detector] = {}
+
+    def for_policy(self, policy: RedactionSettings) -> Detector:
+        """The detector that ``policy`` calls for."""
+        key = (policy.detect_names, policy.min_score)
+        detector = self._built.get(key)
+        if detector is None:
+            detector = self._built[key] = build_detector(self._settings, policy)
+        return detector
+
+
 class _State:
     """What the stage keeps in a request's context."""
 
@@ -71,10 +88,10 @@ class PolicyRedaction:
     def __init__(self, settings: Settings, metrics: GatewayMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._detectors: dict[tuple[bool, float], Detector] = {}
+        self._detectors = Detectors(settings)
         self._policies: dict[str, RedactionSettings] = {}
         # Built now, not on the first request: the first request should not pay for it.
-        self._detector(settings.proxy.redaction)
+        self._detectors.for_policy(settings.proxy.redaction)
 
     def redact_request(self, ctx: RequestContext) -> None:
         """Rewrite ``ctx.body``; refuse (never forward) if anything goes wrong."""
@@ -84,7 +101,7 @@ class PolicyRedaction:
         if not policy.enabled:
             return
         started = time.perf_counter()
-        session = new_session(self._settings, policy, self._detector(policy))
+        session = new_session(self._settings, policy, self._detectors.for_policy(policy))
         try:
             ctx.body = redact_request_body(ctx.route.method, ctx.body, session)
         except LocalgateError:
@@ -93,10 +110,7 @@ class PolicyRedaction:
             raise
         except Exception as exc:
             logger.exception("redaction failed for request %s", ctx.request_id)
-            raise RedactionFailed(
-                f"Redaction failed inside localgate (request id {ctx.request_id}); the "
-                "request was refused and nothing was forwarded."
-            ) from exc
+            raise _failed(ctx) from exc
         self._count(session)
         self._metrics.redaction_seconds.observe(time.perf_counter() - started)
         ctx.redaction = _State(session)
@@ -148,10 +162,7 @@ class PolicyRedaction:
             raise
         except Exception as exc:
             logger.exception("redaction of added text failed for request %s", ctx.request_id)
-            raise RedactionFailed(
-                f"Redaction failed inside localgate (request id {ctx.request_id}); the "
-                "request was refused and nothing was forwarded."
-            ) from exc
+            raise _failed(ctx) from exc
         # Counted like the prompt's own findings: in the metrics and the audit record.
         self._count(session, since=before)
         ctx.redaction_summary = dict(session.counts)
@@ -176,16 +187,16 @@ class PolicyRedaction:
             policy = self._policies[tenant] = self._settings.redaction_for(tenant)
         return policy
 
-    def _detector(self, policy: RedactionSettings) -> Detector:
-        key = (policy.detect_names, policy.min_score)
-        detector = self._detectors.get(key)
-        if detector is None:
-            detector = self._detectors[key] = build_detector(self._settings, policy)
-        return detector
-
     def _count(
         self, session: RedactionSession, since: Counter[tuple[str, str]] | None = None
     ) -> None:
         counts = session.counts - since if since is not None else session.counts
         for (entity_type, action), count in counts.items():
             self._metrics.redaction_findings.labels(entity_type, action).inc(count)
+
+
+def _failed(ctx: RequestContext) -> RedactionFailed:
+    return RedactionFailed(
+        f"Redaction failed inside localgate (request id {ctx.request_id}); the request was "
+        "refused and nothing was forwarded."
+    )

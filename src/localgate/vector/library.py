@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localgate.config import RagSettings, RedactionSettings, Settings
+from localgate.config import RagSettings, Settings
 from localgate.errors import InvalidArgument, LocalgateError, NotFound
-from localgate.redaction.detector import Detector
 from localgate.redaction.session import PolicyBlocked, RedactionSession
-from localgate.redaction.stage import build_detector, new_session
+from localgate.redaction.stage import Detectors, new_session
 from localgate.vector.documents import chunk, extract, find_documents, is_markdown
 from localgate.vector.embedders import Embedder, Vectors
 from localgate.vector.store import CollectionInfo, VectorStore, check_collection_name
@@ -102,7 +101,7 @@ class Library:
         self._key: bytes | None = None
         self._store = store
         self._embedder = embedder
-        self._detectors: dict[tuple[bool, float], Detector] = {}
+        self._detectors = Detectors(settings)
 
     def ingest(
         self,
@@ -310,14 +309,8 @@ class Library:
         )
         if not policy.enabled:
             return None
-        return new_session(self._settings, policy, self._detector(policy), reversible=False)
-
-    def _detector(self, policy: RedactionSettings) -> Detector:
-        key = (policy.detect_names, policy.min_score)
-        detector = self._detectors.get(key)
-        if detector is None:
-            detector = self._detectors[key] = build_detector(self._settings, policy)
-        return detector
+        detector = self._detectors.for_policy(policy)
+        return new_session(self._settings, policy, detector, reversible=False)
 
 
 def _file_digest(path: Path) -> str:
