@@ -36,6 +36,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run --out docs/benchmarks.md
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
+	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -464,3 +464,25 @@ def test_a_hit_reports_no_token_usage_and_says_so_in_the_access_log(
     assert served["cache"] == "hit; layer=exact"
     assert "usage" not in served
     assert "upstream" not in served
+
+
+def test_a_rollout_alternating_two_versions_does_not_empty_the_cache(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.answer_as("gemini-2.5-flash-001")
+    post(cached, ask("Name three oceans"))
+    wait_stored(cached, 1)
+    upstream.answer_as("gemini-2.5-flash-002")  # the new version appears
+    post(cached, ask("Name three deserts"))
+    wait_stored(cached, 2)
+    upstream.answer_as("gemini-2.5-flash-001")  # answered by the old one again
+    post(cached, ask("Name three mountains"))
+    wait_stored(cached, 3)
+    upstream.answer_as("gemini-2.5-flash-002")
+    post(cached, ask("Name three lakes"))
+
+    before_the_new_version = post(cached, ask("Name three oceans"))
+    after_it = post(cached, ask("Name three mountains"))
+
+    assert before_the_new_version.headers["x-localgate-cache"] == "miss"
+    assert after_it.headers["x-localgate-cache"] == "hit; layer=exact"

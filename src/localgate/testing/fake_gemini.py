@@ -218,7 +218,7 @@ class FakeGemini:
         return _json(self._answer(request.method, path, body, behaviour))
 
     def _answer(self, method: str, path: str, body: Any, behaviour: _Behaviour) -> Any:
-        model = path.split("/", 2)[-1].split(":")[0]
+        model = _model_id(path)
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
             return _generate_response(f"echo: {_last_text(body)}", version, final=True)
@@ -236,7 +236,7 @@ class FakeGemini:
         return {"error": {"code": 404, "message": f"fake: no route {path}", "status": "NOT_FOUND"}}
 
     async def _stream(self, request: web.Request, behaviour: _Behaviour) -> web.StreamResponse:
-        model = behaviour.model_version or request.path.split("/", 2)[-1].split(":")[0]
+        model = behaviour.model_version or _model_id(request.path)
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         chunks = behaviour.stream_chunks
@@ -263,6 +263,12 @@ class FakeGemini:
             self.stream_abandoned.set()
             raise
         return response
+
+
+def _model_id(path: str) -> str:
+    """``gemini-2.5-flash`` from ``/v1beta/models/gemini-2.5-flash:generateContent``, as
+    Gemini writes ``modelVersion`` (without ``models/``)."""
+    return path.split("/", 2)[-1].split(":")[0].removeprefix("models/")
 
 
 def _json(value: Any) -> web.Response:

@@ -70,6 +70,7 @@ _PURGE_EVERY = 1000
 # must not grow the gateway's memory); counted as store errors.
 _MAX_QUEUED = 10_000
 _CLOSE_WAIT_S = 5.0
+_LINGER_S = 0.25
 
 
 @dataclass(slots=True)
@@ -242,10 +243,11 @@ class VectorCache:
         self._embedder = embedder
         self._metrics = metrics
         self._policies: dict[str, CacheSettings] = {}
-        # The newest modelVersion the upstream answered with, per model: entries of an
-        # older version are stale. Learnt from traffic (a restart forgets it; the TTL
-        # still bounds how long an old answer lives).
-        self._versions: dict[str, str] = {}
+        # Per model, each modelVersion the upstream answered with and when it was first
+        # seen: an entry is stale once another version has appeared after it was stored
+        # (so a rollout that alternates two versions does not empty the cache). Learnt
+        # from traffic: a restart forgets it; the TTL still bounds an answer's age.
+        self._versions: dict[str, dict[str, float]] = {}
         # Answers waiting to be stored, written in batches on the store's writing thread.
         self._queue: list[tuple[_Ticket, Any, str | None]] = []
         self._draining: asyncio.Task[None] | None = None
@@ -307,8 +309,8 @@ class VectorCache:
     def complete(self, ctx: RequestContext) -> None:
         """The upstream's answer is complete and good: learn its version, store it."""
         route = ctx.route
-        if route is not None and route.model and ctx.model_version:
-            self._versions[route.model] = ctx.model_version
+        if route is not None and route.method in _CACHEABLE and route.model and ctx.model_version:
+            self._versions.setdefault(route.model, {}).setdefault(ctx.model_version, time.time())
         ticket = ctx.cache
         ctx.cache = None
         if not isinstance(ticket, _Ticket) or not ticket.events:
@@ -346,10 +348,11 @@ class VectorCache:
             found = collection.get(ids=[key.exact], include=["metadatas", "documents"])
             if found["ids"]:
                 metadata, document = found["metadatas"][0], found["documents"][0]
+                # A stale entry is not deleted here (no writes on the reading thread):
+                # this request's answer will replace it.
                 if self._fresh(metadata, key.model, now):
                     self._metrics.cache_lookups.labels("exact", "hit").inc()
                     return _Hit("exact", key.exact, 1.0, orjson.loads(document))
-                collection.delete(ids=[key.exact])
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         if not (policy.semantic.enabled and key.semantic):
             return None
@@ -384,11 +387,17 @@ class VectorCache:
     def _fresh(self, metadata: dict[str, Any], model: str, now: float) -> bool:
         if float(metadata.get("expires", 0)) <= now:
             return False
-        newest = self._versions.get(model)
         version = metadata.get("version") or None
-        return newest is None or version is None or version == newest
+        created = float(metadata.get("created", 0))
+        return version is None or not any(
+            other != version and first_seen > created
+            for other, first_seen in self._versions.get(model, {}).items()
+        )
 
     async def _drain(self) -> None:
+        # A write holds up reads in Chroma: gather answers for a moment, write them
+        # together, so a burst of misses costs the lookups one pause, not one each.
+        await asyncio.sleep(_LINGER_S)
         while self._queue:
             batch, self._queue = self._queue, []
             try:
