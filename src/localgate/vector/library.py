@@ -156,12 +156,16 @@ class Library:
         text: str,
         top_k: int | None = None,
         min_similarity: float | None = None,
+        *,
+        redacted: bool = False,
     ) -> list[Passage]:
         """The passages closest to ``text``, best first, in ``tenant``'s collection.
 
         A tenant without its own collection of that name searches the shared one, so a
         tenant's own collection takes the place of a shared one of the same name.
         ``top_k`` and ``min_similarity`` default to the tenant's ``rag`` settings.
+        ``redacted`` says ``text`` has been through the tenant's redaction already (a
+        request's last turn); else it is redacted here first.
         """
         check_collection_name(collection)
         rag = self._settings.rag_for(tenant)
@@ -170,7 +174,7 @@ class Library:
         if limit < 1:
             raise InvalidArgument(f"top_k must be at least 1, not {limit}.")
         target = self._searched(tenant, collection)
-        session = self._session(tenant)
+        session = None if redacted else self._session(tenant)
         if session is not None:
             text = session.redact(text, "the query")
         if not text.strip():
@@ -340,12 +344,10 @@ def _metadata(
 
 
 def _search(target: Any, vector: Vectors, limit: int, floor: float) -> list[Passage]:
-    count = target.count()
-    if not count:
-        return []
+    # Chroma returns fewer than n_results when the collection holds fewer.
     found = target.query(
         query_embeddings=vector,
-        n_results=min(limit, count),
+        n_results=limit,
         include=["documents", "metadatas", "distances"],
     )
     passages = []

@@ -17,6 +17,7 @@ The audit record of the request lists the collection and the passage ids, never 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from localgate.config import Settings
@@ -71,7 +72,12 @@ class LocalRetrieval:
         if not query.strip():
             return
         passages = await self._store.run(
-            self._library.query, tenant, name, query, policy.top_k, policy.min_similarity
+            functools.partial(self._library.query, redacted=True),
+            tenant,
+            name,
+            query,
+            policy.top_k,
+            policy.min_similarity,
         )
         if not passages:
             return
