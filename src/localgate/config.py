@@ -12,6 +12,7 @@ nothing is half-applied. Environment variables override the file:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -212,6 +213,11 @@ class EmbeddingSettings(_Section):
     def _model_on_disk(self) -> EmbeddingSettings:
         if self.provider != "sentence-transformers":
             return self
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ValueError(
+                "embeddings.provider: sentence-transformers is not installed; install the "
+                "semantic extra: .venv/bin/pip install -e '.[semantic]'"
+            )
         if self.model_path is None:
             raise ValueError(
                 "embeddings.model_path: required for provider sentence-transformers "
@@ -523,8 +529,10 @@ def _describe(error: Mapping[str, Any]) -> str:
         reason = template.format(**ctx)
     elif error["type"] == "value_error":
         reason = str(ctx.get("error", error["msg"]))
-        if not error["loc"] and ": " in reason:  # a whole-file check names its own field
-            where, reason = reason.split(": ", 1)
+        head, _, rest = reason.partition(": ")
+        # A check of a whole section (or file) names the field it is about.
+        if rest and (not error["loc"] or head.startswith(f"{where}.")):
+            where, reason = head, rest
     else:
         reason = str(error["msg"])
         reason = reason[:1].lower() + reason[1:]

