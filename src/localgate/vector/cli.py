@@ -17,7 +17,7 @@ from localgate.identity.keys import TENANT_FORMAT
 from localgate.vector.cache import cache_stats, clear_cache
 from localgate.vector.documents import SUPPORTED_SUFFIXES, find_documents
 from localgate.vector.embedders import build_embedder
-from localgate.vector.library import SHARED, FileProblem, Library
+from localgate.vector.library import SHARED, FileProblem, Library, Progress
 from localgate.vector.store import VectorStore, check_collection_name
 
 __all__ = ["cache", "rag"]
@@ -108,14 +108,7 @@ def ingest(
         raise click.ClickException(
             f"no documents found; supported types are {', '.join(SUPPORTED_SUFFIXES)}"
         )
-    with (
-        _library(ctx) as (store, library),
-        click.progressbar(length=len(files), label="ingesting", file=sys.stderr) as bar,
-    ):
-
-        def progress(done: int, total: int, chunks: int) -> None:
-            bar.update(done - bar.pos)
-
+    with _library(ctx) as (store, library), _progress_bar(len(files)) as progress:
         report = store.sync(library.ingest, owner, collection, files, progress)
     if as_json:
         click.echo(
@@ -142,6 +135,21 @@ def ingest(
             click.echo(f"failed  {problem.path}: {problem.reason}", err=True)
     if not report.ok:
         sys.exit(1)
+
+
+@contextmanager
+def _progress_bar(files: int) -> Iterator[Progress | None]:
+    """A progress bar on a terminal, for runs of more than one file; else nothing."""
+    if files < 2 or not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=files, label="ingesting", file=sys.stderr) as bar:
+
+        def progress(done: int, total: int, chunks: int) -> None:
+            bar.label = f"ingesting ({chunks} chunks)"
+            bar.update(done - bar.pos)
+
+        yield progress
 
 
 def _problem_json(problem: FileProblem) -> dict[str, str]:
