@@ -344,21 +344,21 @@ class VectorCache:
     def _find(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
         collection = self._collection(tenant)
         now = time.time()
-        semantic = policy.semantic.enabled and key.semantic
-        if policy.exact and not semantic:
+        if policy.exact:
             found = collection.get(ids=[key.exact], include=["metadatas", "documents"])
-            # A stale entry is not deleted here (no writes on the reading thread): this
-            # request's answer will replace it.
-            if found["ids"] and self._fresh(found["metadatas"][0], key.model, now):
-                self._metrics.cache_lookups.labels("exact", "hit").inc()
-                return _Hit("exact", key.exact, 1.0, orjson.loads(found["documents"][0]))
+            if found["ids"]:
+                metadata, document = found["metadatas"][0], found["documents"][0]
+                # A stale entry is not deleted here (no writes on the reading thread):
+                # this request's answer will replace it.
+                if self._fresh(metadata, key.model, now):
+                    self._metrics.cache_lookups.labels("exact", "hit").inc()
+                    return _Hit("exact", key.exact, 1.0, orjson.loads(document))
             self._metrics.cache_lookups.labels("exact", "miss").inc()
+        if not (policy.semantic.enabled and key.semantic):
             return None
-        if not semantic:
-            return None
-        # One nearest-neighbour query serves both layers: the identical request's entry,
-        # if there is one, is the nearest (its vector is this request's own).
         key.vector = self._embedder.embed([key.last_turn])[0]
+        # Chroma returns fewer than n_results when the collection is smaller. Answers
+        # are read for the chosen entry only.
         found = collection.query(
             query_embeddings=[key.vector],
             n_results=policy.semantic.candidates,
@@ -368,29 +368,20 @@ class VectorCache:
         for entry, metadata, distance in zip(
             found["ids"][0], found["metadatas"][0], found["distances"][0], strict=True
         ):
-            if not self._fresh(metadata, key.model, now):
-                continue
-            if entry == key.exact and policy.exact:
-                best = (entry, 1.0)
-                break
             similarity = 1.0 - float(distance)
             if (
                 similarity >= (best[1] if best else policy.semantic.threshold)
                 and metadata.get("fingerprint") == key.fingerprint
                 and metadata.get("semantic") is True
+                and self._fresh(metadata, key.model, now)
             ):
                 best = (entry, similarity)
-        layer = "exact" if best is not None and best[0] == key.exact else "semantic"
         hit = None
         if best is not None:
-            # Answers are read for the chosen entry only.
             documents = collection.get(ids=[best[0]], include=["documents"])["documents"]
             if documents:
-                hit = _Hit(layer, best[0], best[1], orjson.loads(documents[0]))
-        if policy.exact:
-            self._metrics.cache_lookups.labels("exact", "hit" if layer == "exact" else "miss").inc()
-        if layer == "semantic":
-            self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
+                hit = _Hit("semantic", best[0], best[1], orjson.loads(documents[0]))
+        self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
         return hit
 
     def _fresh(self, metadata: dict[str, Any], model: str, now: float) -> bool:
