@@ -29,7 +29,9 @@ import contextlib
 import hashlib
 import logging
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,6 +212,49 @@ def _merge_content(slot: dict[str, Any], content: dict[str, Any]) -> None:
             parts.append(part)
 
 
+class _Recent:
+    """Entries this gateway stored or read lately, in memory, for exact hits.
+
+    A hit among them needs no trip to the store: no thread hop, and no wait behind a
+    Chroma write (which holds reads up for tens of milliseconds). Bounded in number, and
+    in age, so that a ``cache clear`` made through another gateway of a shared server
+    reaches this one within ``max_age_s`` (an embedded store's clear, at once).
+    """
+
+    def __init__(self, size: int = 2048, max_age_s: float = 60.0) -> None:
+        self._size = size
+        self._max_age_s = max_age_s
+        self._entries: OrderedDict[tuple[str, str], tuple[float, dict[str, Any], str]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()  # filled from the store's threads, read on the loop
+
+    def get(self, tenant: str, entry: str) -> tuple[dict[str, Any], str] | None:
+        """The entry's metadata and answer (JSON), if remembered and not too old."""
+        with self._lock:
+            found = self._entries.get((tenant, entry))
+            if found is None:
+                return None
+            if time.monotonic() - found[0] > self._max_age_s:
+                del self._entries[(tenant, entry)]
+                return None
+            self._entries.move_to_end((tenant, entry))
+            return found[1], found[2]
+
+    def put(self, tenant: str, entry: str, metadata: dict[str, Any], document: str) -> None:
+        """Remember an entry, forgetting the least recently used beyond the size."""
+        with self._lock:
+            self._entries[(tenant, entry)] = (time.monotonic(), metadata, document)
+            self._entries.move_to_end((tenant, entry))
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._entries.clear()
+
+
 @dataclass(slots=True)
 class _Ticket:
     """A miss that may be stored once its answer is complete."""
@@ -252,6 +297,8 @@ class VectorCache:
         self._queue: list[tuple[_Ticket, Any, str | None]] = []
         self._draining: asyncio.Task[None] | None = None
         self._stored: dict[str, int] = {}
+        self._recent = _Recent()
+        self._generation = store.disk_generation()
 
     # -- request path --------------------------------------------------------
 
@@ -278,7 +325,9 @@ class VectorCache:
             return None
         started = time.perf_counter()
         try:
-            hit = await self._store.run(self._find, tenant, key, policy)
+            hit = self._recent_hit(tenant, key, policy)
+            if hit is None:
+                hit = await self._store.run(self._find, tenant, key, policy)
         except Exception:
             logger.exception("cache lookup failed for request %s", ctx.request_id)
             self._metrics.cache_errors.labels("lookup").inc()
@@ -336,6 +385,21 @@ class VectorCache:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._draining), _CLOSE_WAIT_S)
 
+    def _recent_hit(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
+        """An exact hit among the entries this gateway stored or read lately."""
+        generation = self._store.disk_generation()
+        if generation != self._generation:
+            # Another process changed the store (cache clear): forget what we remember.
+            self._generation = generation
+            self._recent.clear()
+        if not policy.exact:
+            return None
+        found = self._recent.get(tenant, key.exact)
+        if found is None or not self._fresh(found[0], key.model, time.time()):
+            return None
+        self._metrics.cache_lookups.labels("exact", "hit").inc()
+        return _Hit("exact", key.exact, 1.0, orjson.loads(found[1]))
+
     # -- on the store's thread -------------------------------------------------
 
     def _collection(self, tenant: str) -> Any:
@@ -352,6 +416,7 @@ class VectorCache:
                 # this request's answer will replace it.
                 if self._fresh(metadata, key.model, now):
                     self._metrics.cache_lookups.labels("exact", "hit").inc()
+                    self._recent.put(tenant, key.exact, metadata, document)
                     return _Hit("exact", key.exact, 1.0, orjson.loads(document))
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         if not (policy.semantic.enabled and key.semantic):
@@ -416,23 +481,28 @@ class VectorCache:
         now = time.time()
         for tenant, items in by_tenant.items():
             entries = list(items.values())
+            ids = [ticket.key.exact for ticket, _, _ in entries]
+            documents = [orjson.dumps(answer).decode() for _, answer, _ in entries]
+            metadatas: list[dict[str, Any]] = [
+                {
+                    "fingerprint": ticket.key.fingerprint,
+                    "semantic": ticket.key.semantic,
+                    "model": ticket.key.model,
+                    "version": version or "",
+                    "created": now,
+                    "expires": now + ticket.settings.ttl_s,
+                }
+                for ticket, _, version in entries
+            ]
             collection = self._collection(tenant)
             collection.upsert(
-                ids=[ticket.key.exact for ticket, _, _ in entries],
+                ids=ids,
                 embeddings=self._vectors([ticket.key for ticket, _, _ in entries]),
-                documents=[orjson.dumps(answer).decode() for _, answer, _ in entries],
-                metadatas=[
-                    {
-                        "fingerprint": ticket.key.fingerprint,
-                        "semantic": ticket.key.semantic,
-                        "model": ticket.key.model,
-                        "version": version or "",
-                        "created": now,
-                        "expires": now + ticket.settings.ttl_s,
-                    }
-                    for ticket, _, version in entries
-                ],
+                documents=documents,
+                metadatas=metadatas,
             )
+            for entry, metadata, document in zip(ids, metadatas, documents, strict=True):
+                self._recent.put(tenant, entry, metadata, document)
             stored = self._stored.get(tenant, 0)
             self._stored[tenant] = stored + len(entries)
             if stored // _PURGE_EVERY != self._stored[tenant] // _PURGE_EVERY:

@@ -289,6 +289,10 @@ class VectorStore:
                 f"the vector store at {self.where} cannot be opened: {exc}"
             ) from exc
 
+    def disk_generation(self) -> float | None:
+        """When another process last changed the embedded store (None: never, or a server)."""
+        return None if self._url is not None else self._stat_generation()
+
     def _stat_generation(self) -> float | None:
         try:
             return os.stat(self._path / _GENERATION_FILE).st_mtime
