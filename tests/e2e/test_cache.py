@@ -486,3 +486,16 @@ def test_a_rollout_alternating_two_versions_does_not_empty_the_cache(
 
     assert before_the_new_version.headers["x-localgate-cache"] == "miss"
     assert after_it.headers["x-localgate-cache"] == "hit; layer=exact"
+
+
+def test_a_repeat_right_away_is_a_hit_before_the_answer_reaches_the_store(
+    cached: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = ask("What is the parking policy?")
+
+    first = post(cached, body)
+    again = post(cached, body)  # within the write's linger
+
+    assert first.headers["x-localgate-cache"] == "miss"
+    assert again.headers["x-localgate-cache"] == "hit; layer=exact"
+    assert len(upstream.requests) == 1

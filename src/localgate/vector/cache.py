@@ -266,6 +266,16 @@ class _Ticket:
 
 
 @dataclass(frozen=True, slots=True)
+class _Entry:
+    """An answer on its way into the store."""
+
+    tenant: str
+    key: CacheKey
+    document: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class _Hit:
     layer: str
     entry: str
@@ -294,7 +304,7 @@ class VectorCache:
         # from traffic: a restart forgets it; the TTL still bounds an answer's age.
         self._versions: dict[str, dict[str, float]] = {}
         # Answers waiting to be stored, written in batches on the store's writing thread.
-        self._queue: list[tuple[_Ticket, Any, str | None]] = []
+        self._queue: list[_Entry] = []
         self._draining: asyncio.Task[None] | None = None
         self._stored: dict[str, int] = {}
         self._recent = _Recent()
@@ -375,7 +385,23 @@ class VectorCache:
         if len(self._queue) >= _MAX_QUEUED:
             self._metrics.cache_errors.labels("store").inc()
             return
-        self._queue.append((ticket, answer, ctx.model_version))
+        now = time.time()
+        entry = _Entry(
+            tenant=ticket.tenant,
+            key=ticket.key,
+            document=orjson.dumps(answer).decode(),
+            metadata={
+                "fingerprint": ticket.key.fingerprint,
+                "semantic": ticket.key.semantic,
+                "model": ticket.key.model,
+                "version": ctx.model_version or "",
+                "created": now,
+                "expires": now + ticket.settings.ttl_s,
+            },
+        )
+        # Served from memory at once, before the (lingering) write reaches the store.
+        self._recent.put(entry.tenant, entry.key.exact, entry.metadata, entry.document)
+        self._queue.append(entry)
         if self._draining is None or self._draining.done():
             self._draining = asyncio.get_running_loop().create_task(self._drain())
 
@@ -473,36 +499,21 @@ class VectorCache:
             else:
                 self._metrics.cache_stores.inc(len(batch))
 
-    def _write(self, batch: list[tuple[_Ticket, Any, str | None]]) -> None:
+    def _write(self, batch: list[_Entry]) -> None:
         """Store a batch: one upsert per tenant (on the store's writing thread)."""
-        by_tenant: dict[str, dict[str, tuple[_Ticket, Any, str | None]]] = {}
-        for item in batch:  # the same request twice: the later answer wins
-            by_tenant.setdefault(item[0].tenant, {})[item[0].key.exact] = item
+        by_tenant: dict[str, dict[str, _Entry]] = {}
+        for entry in batch:  # the same request twice: the later answer wins
+            by_tenant.setdefault(entry.tenant, {})[entry.key.exact] = entry
         now = time.time()
         for tenant, items in by_tenant.items():
             entries = list(items.values())
-            ids = [ticket.key.exact for ticket, _, _ in entries]
-            documents = [orjson.dumps(answer).decode() for _, answer, _ in entries]
-            metadatas: list[dict[str, Any]] = [
-                {
-                    "fingerprint": ticket.key.fingerprint,
-                    "semantic": ticket.key.semantic,
-                    "model": ticket.key.model,
-                    "version": version or "",
-                    "created": now,
-                    "expires": now + ticket.settings.ttl_s,
-                }
-                for ticket, _, version in entries
-            ]
             collection = self._collection(tenant)
             collection.upsert(
-                ids=ids,
-                embeddings=self._vectors([ticket.key for ticket, _, _ in entries]),
-                documents=documents,
-                metadatas=metadatas,
+                ids=[entry.key.exact for entry in entries],
+                embeddings=self._vectors([entry.key for entry in entries]),
+                documents=[entry.document for entry in entries],
+                metadatas=[entry.metadata for entry in entries],
             )
-            for entry, metadata, document in zip(ids, metadatas, documents, strict=True):
-                self._recent.put(tenant, entry, metadata, document)
             stored = self._stored.get(tenant, 0)
             self._stored[tenant] = stored + len(entries)
             if stored // _PURGE_EVERY != self._stored[tenant] // _PURGE_EVERY:
