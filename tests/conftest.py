@@ -71,6 +71,13 @@ class RunningGateway:
         wait_until(written)
         return found[0]
 
+    def generate(
+        self, body: dict[str, Any], model: str = "gemini-2.5-flash", **headers: str
+    ) -> httpx.Response:
+        """POST ``body`` to generateContent with this gateway's key and ``headers``."""
+        with self.client(headers={"x-goog-api-key": self.key, **headers}) as client:
+            return client.post(f"/v1beta/models/{model}:generateContent", json=body)
+
     def audit_headers(self, request_id: str, count: int = 2) -> list[dict[str, Any]]:
         """The audit records' headers of one request, once ``count`` have been written."""
         found: list[dict[str, Any]] = []

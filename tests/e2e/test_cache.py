@@ -69,8 +69,7 @@ def cached(tmp_path: Path, upstream: FakeGemini) -> Iterator[RunningGateway]:
 
 
 def post(gateway: RunningGateway, body: dict[str, Any], **headers: str) -> httpx.Response:
-    with gateway.client(headers={"x-goog-api-key": gateway.key, **headers}) as client:
-        return client.post(GENERATE, json=body)
+    return gateway.generate(body, **headers)
 
 
 def wait_stored(gateway: RunningGateway, count: int) -> None:

@@ -62,8 +62,7 @@ def rag_gateway(tmp_path: Path, upstream: FakeGemini) -> Iterator[RunningGateway
 
 
 def post(gateway: RunningGateway, body: dict[str, Any], **headers: str) -> httpx.Response:
-    with gateway.client(headers={"x-goog-api-key": gateway.key, **headers}) as client:
-        return client.post(GENERATE, json=body)
+    return gateway.generate(body, **headers)
 
 
 QUESTION = {"contents": [{"role": "user", "parts": [{"text": "How many days of annual leave?"}]}]}

@@ -16,23 +16,9 @@ from localgate.vector.embedders import HashingEmbedder, Vectors
 from localgate.vector.library import SHARED, Library, Passage
 from localgate.vector.store import VectorStore
 from tests.vector.fixtures.pdf import text_pdf
+from tests.vector.fixtures.texts import CONFIG, EXPENSES, LEAVE, VPN
 
-CONFIG = """\
-rag:
-  chunk_chars: 200
-  chunk_overlap: 20
-tenants:
-  strict:
-    redaction:
-      actions: {CN_RESIDENT_ID: block}
-  open:
-    redaction:
-      enabled: false
-"""
 PERSONAL = ("张伟", "13812345678", "11010519491231002X", "zhang.wei@example.com")
-LEAVE = "年假制度：员工每年享有十五天带薪年假，未休年假在次年三月底前作废。"
-EXPENSES = "报销制度：差旅费用在出差结束后三十天内提交报销申请，并附上发票原件。"
-VPN = "VPN setup: install the client from the intranet portal and sign in with your badge."
 
 
 class RecordingEmbedder:

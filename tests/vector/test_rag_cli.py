@@ -9,18 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from localgate.vector.cli import rag
-
-CONFIG = """\
-rag:
-  chunk_chars: 200
-  chunk_overlap: 20
-tenants:
-  strict:
-    redaction:
-      actions: {CN_RESIDENT_ID: block}
-"""
-LEAVE = "年假制度：员工每年享有十五天带薪年假，未休年假在次年三月底前作废。"
-VPN = "VPN setup: install the client from the intranet portal and sign in with your badge."
+from tests.vector.fixtures.texts import CONFIG, LEAVE, VPN
 
 
 @pytest.fixture
