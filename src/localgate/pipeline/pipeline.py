@@ -117,11 +117,7 @@ class Pipeline:
     ) -> UnaryReply:
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
-        if outcome == "served from cache":
-            # The stored answer's token counts were paid for once, by another request.
-            ctx.model_version = _version(reply.body)
-        else:
-            ctx.observe_answer(reply.body)
+        _observe(ctx, reply.body)
         await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
         if outcome == "forwarded":
@@ -134,8 +130,7 @@ class Pipeline:
         """The response stages for one stream event."""
         self._keep(ctx, event)
         event = self.redaction.restore_event(ctx, event)
-        if ctx.served_from is None:
-            ctx.observe_answer(event)
+        _observe(ctx, event)
         return event
 
     def _keep(self, ctx: RequestContext, answer: Any) -> None:
@@ -148,9 +143,15 @@ class Pipeline:
         self.cache.keep(ctx, raw)
 
 
-def _version(answer: Any) -> str | None:
+def _observe(ctx: RequestContext, answer: Any) -> None:
+    """Note usage and model version, but no usage for a cached answer: its tokens were
+    paid for once, by the request that got it from upstream."""
+    if ctx.served_from is None or "cache" not in ctx.served_from:
+        ctx.observe_answer(answer)
+        return
     version = answer.get("modelVersion") if isinstance(answer, dict) else None
-    return version if isinstance(version, str) else None
+    if isinstance(version, str):
+        ctx.model_version = version
 
 
 def _stored_stream(cached: UnaryReply) -> StreamReply:
