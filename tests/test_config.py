@@ -124,3 +124,27 @@ def test_upstream_url_with_credentials_is_refused(tmp_path: Path) -> None:
     found = problems(tmp_path, "upstream:\n  base_url: http://svc:S3cret@127.0.0.1:1\n")
 
     assert found[0].startswith("upstream.base_url: must not contain a user name or password")
+
+
+def test_tenants_change_the_cache_and_retrieval_settings_they_name(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "cache: {enabled: true, ttl_s: 60}\n"
+        "rag: {collection: handbook, top_k: 2}\n"
+        "tenants:\n"
+        "  acme:\n"
+        "    cache: {semantic: true, ttl_s: 5}\n"
+        "    rag: {enabled: true}\n"
+        "    local_embeddings: true\n"
+    )
+
+    settings, _ = load_settings(config, {})
+    acme, other = settings.cache_for("acme"), settings.cache_for("globex")
+
+    assert (acme.semantic.enabled, acme.ttl_s, acme.semantic.threshold) == (True, 5, 0.98)
+    assert (other.semantic.enabled, other.ttl_s) == (False, 60)
+    assert settings.rag_for("acme").enabled
+    assert settings.rag_for("acme").collection == settings.rag_for("globex").collection
+    assert not settings.rag_for("globex").enabled
+    assert settings.local_embeddings_for("acme")
+    assert not settings.local_embeddings_for("globex")
