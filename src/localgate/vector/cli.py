@@ -64,6 +64,18 @@ def _whose(tenant: str) -> str:
 
 
 @contextmanager
+def _store(ctx: click.Context) -> Iterator[VectorStore]:
+    """The configured store, closed afterwards; its errors become clean CLI errors."""
+    store = VectorStore(ctx.obj)
+    try:
+        yield store
+    except LocalgateError as exc:
+        raise click.ClickException(exc.message) from exc
+    finally:
+        store.close()
+
+
+@contextmanager
 def _library(ctx: click.Context) -> Iterator[tuple[VectorStore, Library]]:
     """The store and the library on it; library errors become clean CLI errors."""
     settings: Settings = ctx.obj
@@ -71,13 +83,8 @@ def _library(ctx: click.Context) -> Iterator[tuple[VectorStore, Library]]:
         embedder = build_embedder(settings.embeddings)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    store = VectorStore(settings)
-    try:
+    with _store(ctx) as store:
         yield store, Library(settings, store, embedder)
-    except LocalgateError as exc:
-        raise click.ClickException(exc.message) from exc
-    finally:
-        store.close()
 
 
 @click.group()
@@ -274,17 +281,6 @@ def delete(ctx: click.Context, collection: str, tenant: str | None, yes: bool) -
 def cache(ctx: click.Context, config_path: Path | None) -> None:
     """The local answer cache: what it holds, and clearing it."""
     ctx.obj = load_or_exit(config_path)[0]
-
-
-@contextmanager
-def _store(ctx: click.Context) -> Iterator[VectorStore]:
-    store = VectorStore(ctx.obj)
-    try:
-        yield store
-    except LocalgateError as exc:
-        raise click.ClickException(exc.message) from exc
-    finally:
-        store.close()
 
 
 @cache.command()
