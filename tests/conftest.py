@@ -19,7 +19,7 @@ import httpx
 import pytest
 import uvicorn
 
-from localgate.app import create_app
+from localgate.app import create_app, server_options
 from localgate.audit.database import SqliteDatabase
 from localgate.audit.records import parse_header
 from localgate.audit.store import AuditReader
@@ -125,8 +125,7 @@ def run_gateway(
             host="127.0.0.1",
             port=0,
             log_level="warning",
-            access_log=False,
-            lifespan="on",
+            **server_options(settings),
         )
     )
     thread = threading.Thread(target=server.run, name="localgate", daemon=True)

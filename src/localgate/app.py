@@ -29,7 +29,7 @@ from localgate.upstream import GeminiUpstream, Router
 from localgate.upstream.gemini import open_session
 from localgate.vector.layer import VectorLayer
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "server_options"]
 
 logger = logging.getLogger("localgate")
 
@@ -87,6 +87,7 @@ def create_app(settings: Settings) -> ASGIApp:
         # cyclic collector's way, so full collections stay short under load.
         gc.collect()
         gc.freeze()
+        gc.set_threshold(20_000, 50, 50)
         try:
             yield {"services": services, "keys": keys, "router": router, "vector": vector}
         finally:
@@ -108,7 +109,21 @@ def create_app(settings: Settings) -> ASGIApp:
         ],
         lifespan=lifespan,
     )
-    return RequestIdMiddleware(Dispatcher(starlette, endpoint))
+    return Dispatcher(RequestIdMiddleware(starlette), endpoint)
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """How uvicorn runs the gateway (besides host, port and logging)."""
+    trusted = settings.server.trusted_proxies
+    return {
+        "access_log": False,  # the gateway writes its own
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 30,
+        # X-Forwarded-For is believed only from the reverse proxies named in the config:
+        # anyone else could write any client address into the access log and audit trail.
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+    }
 
 
 async def healthz(request: Request) -> Response:
@@ -151,11 +166,11 @@ class Dispatcher:
     """Sends Gemini traffic straight to the endpoint; everything else to Starlette.
 
     The model routes are the hot path: they skip Starlette's router and exception
-    middleware (the endpoint renders its own errors). Health, readiness, metrics and
-    the lifespan go through Starlette.
+    middleware (the endpoint renders its own errors and gives requests their ids).
+    Health, readiness, metrics and the lifespan go through Starlette.
     """
 
-    def __init__(self, starlette: Starlette, endpoint: GeminiEndpoint) -> None:
+    def __init__(self, starlette: ASGIApp, endpoint: GeminiEndpoint) -> None:
         self.starlette = starlette
         self.endpoint = endpoint
 

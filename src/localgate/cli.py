@@ -32,7 +32,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     """Run the gateway."""
     import uvicorn
 
-    from localgate.app import create_app
+    from localgate.app import create_app, server_options
 
     settings, source = load_or_exit(config_path)
     logging.basicConfig(
@@ -54,11 +54,9 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         create_app(settings),
         host=bind_host,
         port=bind_port,
-        access_log=False,
         log_config=None,
         log_level=settings.logging.level,
-        lifespan="on",
-        timeout_graceful_shutdown=30,
+        **server_options(settings),
     )
 
 

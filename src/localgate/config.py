@@ -13,6 +13,7 @@ nothing is half-applied. Environment variables override the file:
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,6 +77,22 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
+    # are believed (the client address in access log and audit comes from them).
+    # Empty: no one's; such headers are ignored and the peer address is recorded.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{entry!r} is not an IP address, a network or '*'") from exc
+        return value
 
 
 class UpstreamSettings(_Section):

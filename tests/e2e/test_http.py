@@ -485,12 +485,33 @@ def test_access_log_has_usage_and_no_secrets(gateway: RunningGateway, upstream: 
     assert secret_text not in log
 
 
+def test_forwarded_client_address_is_believed_only_from_trusted_proxies(
+    gateway: RunningGateway, upstream: FakeGemini, tmp_path: Path
+) -> None:
+    forged = {"x-goog-api-key": gateway.key, "x-forwarded-for": "203.0.113.9"}
+    with gateway.client() as client:
+        untrusted = client.post(GENERATE, json=BODY, headers=forged)
+    assert gateway.access_record(untrusted.headers["x-request-id"])["client"] == "127.0.0.1"
+
+    config = "server:\n  trusted_proxies: ['127.0.0.1']\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as proxied:
+        with proxied.client() as client:
+            headers = {**forged, "x-goog-api-key": proxied.key}
+            response = client.post(GENERATE, json=BODY, headers=headers)
+        assert proxied.access_record(response.headers["x-request-id"])["client"] == "203.0.113.9"
+
+
 def test_every_response_has_a_request_id(gateway: RunningGateway, upstream: FakeGemini) -> None:
     with gateway.client() as client:
         responses = [client.get("/healthz"), client.get("/nope"), client.post(GENERATE, json=BODY)]
 
     ids = {response.headers["x-request-id"] for response in responses}
     assert len(ids) == 3
+    with gateway.client() as client:
+        key = {"x-goog-api-key": gateway.key}
+        with client.stream("POST", STREAM + "?alt=sse", json=BODY, headers=key) as streamed:
+            assert streamed.status_code == 200
+            assert len(streamed.headers["x-request-id"]) == 32
 
 
 def test_metrics_count_requests_by_route_model_status(

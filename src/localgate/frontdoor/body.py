@@ -1,61 +1,129 @@
-"""Reading the request body: size limit first, then one JSON parse."""
+"""The request as the ASGI server hands it over: the headers the gateway reads, the
+query string, and the body (size limit first, then one JSON parse).
+
+Read straight from the ASGI scope, in one pass over the headers: the hot path reads
+a handful of them, and a general request object costs more to build than that.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope
 
 from localgate.errors import InvalidArgument, PayloadTooLarge
 
-__all__ = ["MAX_DEPTH", "check_declared_size", "read_json_body"]
+__all__ = ["MAX_DEPTH", "IncomingRequest"]
 
 # Google's own limit on nesting is about 100; anything deeper is refused here, well
 # before the JSON writer's own limit.
 MAX_DEPTH = 100
+# The only request headers the gateway reads (forwarded ones included).
+_READ_HEADERS = frozenset(
+    {
+        b"authorization",
+        b"content-length",
+        b"x-goog-api-key",
+        b"x-localgate-cache",
+        b"x-localgate-rag-collection",
+        b"x-localgate-user",
+        b"x-server-timeout",
+    }
+)
 
 
-def check_declared_size(request: Request, limit: int) -> None:
-    """Refuse with 413 before reading anything when Content-Length already exceeds the limit."""
-    declared = request.headers.get("content-length")
-    if declared is None:
-        return
-    try:
-        size = int(declared)
-    except ValueError as exc:
-        raise InvalidArgument("Invalid Content-Length header.") from exc
-    if size > limit:
-        raise _too_large(limit)
+class IncomingRequest:
+    """One HTTP request on a Gemini route, read from its ASGI scope."""
 
+    __slots__ = ("_query", "_receive", "headers", "method", "path", "query_string")
 
-async def read_json_body(request: Request, limit: int) -> tuple[Any, int]:
-    """Read at most ``limit`` bytes and parse them as JSON; returns it and its size.
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.query_string: bytes = scope.get("query_string", b"")
+        self._receive = receive
+        self._query: list[tuple[str, str]] | None = None
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            # ASGI servers give names in lower case; the first of repeated headers wins.
+            if name in _READ_HEADERS:
+                key = name.decode("latin-1")
+                if key not in headers:
+                    headers[key] = value.decode("latin-1")
+        self.headers = headers
 
-    An empty body is ``{}``.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
+    def header(self, name: str) -> str:
+        """The value of one of the headers the gateway reads, stripped; "" if absent."""
+        return self.headers.get(name, "").strip()
+
+    @property
+    def query(self) -> list[tuple[str, str]]:
+        """The query parameters in order, repeated ones repeated."""
+        if self._query is None:
+            self._query = (
+                parse_qsl(self.query_string.decode("latin-1"), keep_blank_values=True)
+                if self.query_string
+                else []
+            )
+        return self._query
+
+    def query_value(self, name: str, default: str = "") -> str:
+        """The first value of a query parameter."""
+        for key, value in self.query:
+            if key == name:
+                return value
+        return default
+
+    def check_declared_size(self, limit: int) -> None:
+        """Refuse with 413 before reading anything when Content-Length exceeds the limit."""
+        declared = self.headers.get("content-length")
+        if declared is None:
+            return
+        try:
+            size = int(declared)
+        except ValueError as exc:
+            raise InvalidArgument("Invalid Content-Length header.") from exc
         if size > limit:
             raise _too_large(limit)
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}, len(raw)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(
-            f"Invalid JSON payload received: {exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno} (byte {exc.pos})."
-        ) from exc
-    if _deeper_than(body, MAX_DEPTH):
-        raise InvalidArgument(
-            f"Invalid JSON payload received: nested deeper than {MAX_DEPTH} levels."
-        )
-    return body, len(raw)
+
+    async def read_json(self, limit: int) -> tuple[Any, int]:
+        """Read at most ``limit`` bytes and parse them as JSON; returns it and its size.
+
+        An empty body is ``{}``. Raises ``ClientDisconnect`` if the client goes away.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not raw.strip():
+            return {}, len(raw)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidArgument(
+                f"Invalid JSON payload received: {exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno} (byte {exc.pos})."
+            ) from exc
+        # Each level opens a bracket: with no more brackets than the limit, the body
+        # cannot nest deeper, and the (Python) walk is skipped.
+        if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _deeper_than(body, MAX_DEPTH):
+            raise InvalidArgument(
+                f"Invalid JSON payload received: nested deeper than {MAX_DEPTH} levels."
+            )
+        return body, len(raw)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

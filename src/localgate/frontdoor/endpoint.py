@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from localgate.errors import InvalidArgument, LocalgateError, MethodNotAllowed
 from localgate.framing import Framing, StreamEncoder, dump_json
-from localgate.frontdoor.body import check_declared_size, read_json_body
+from localgate.frontdoor.body import IncomingRequest
 from localgate.frontdoor.routes import GeminiMethod, GeminiRoute, match_route
 from localgate.frontdoor.schemas import validate_body
 from localgate.identity.keys import LOCALGATE_KEY_PREFIX
@@ -63,18 +64,24 @@ class GatewayServices:
 
 
 class GeminiEndpoint:
-    """ASGI app serving every Gemini route; the services come from the lifespan state."""
+    """ASGI app serving every Gemini route; the services come from the lifespan state.
+
+    It gives each request its id and the ``x-request-id`` response header itself: the
+    model routes do not pass through the request-id middleware of the other routes.
+    """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        services: GatewayServices = request.state.services
+        request = IncomingRequest(scope, receive)
+        services: GatewayServices = scope["state"]["services"]
+        client = scope.get("client")
+        headers = request.headers
         ctx = RequestContext(
-            request_id=request.state.request_id,
+            request_id=os.urandom(16).hex(),
             route=None,
-            client=request.client.host if request.client else None,
-            end_user=request.headers.get("x-localgate-user") or None,
-            cache_control=request.headers.get("x-localgate-cache") or None,
-            rag_collection=request.headers.get("x-localgate-rag-collection") or None,
+            client=client[0] if client else None,
+            end_user=headers.get("x-localgate-user") or None,
+            cache_control=headers.get("x-localgate-cache") or None,
+            rag_collection=headers.get("x-localgate-rag-collection") or None,
         )
         services.metrics.in_flight.inc()
         try:
@@ -84,45 +91,45 @@ class GeminiEndpoint:
             services.metrics.in_flight.dec()
 
     async def _handle(
-        self, request: Request, ctx: RequestContext, services: GatewayServices
+        self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices
     ) -> JsonResponse | _StreamResponse:
         reply: StreamReply | UnaryReply | None = None
         try:
-            ctx.route = route = match_route(request.method, request.scope["path"])
-            check_declared_size(request, services.max_body_bytes)
+            ctx.route = route = match_route(request.method, request.path)
+            request.check_declared_size(services.max_body_bytes)
             inbound = self._inbound(request, route, services.max_body_bytes)
             reply = await services.pipeline.run(ctx, inbound)
             if isinstance(reply, StreamReply):
                 return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
-            response = JsonResponse(dump_json(reply.body), 200, reply.headers)
+            response = JsonResponse(dump_json(reply.body), 200, reply.headers, ctx.request_id)
         except LocalgateError as exc:
             await _close_stream(reply)
             _finish(services, ctx, exc.code, exc.status_name)
-            return error_response(exc)
+            return error_response(exc, ctx.request_id)
         except ClientDisconnect:
             _finish(services, ctx, _CLIENT_CLOSED, "CANCELLED")
-            return JsonResponse(b"", _CLIENT_CLOSED)
+            return JsonResponse(b"", _CLIENT_CLOSED, None, ctx.request_id)
         except Exception:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
             await _close_stream(reply)
             error = _internal(ctx)
             _finish(services, ctx, error.code, error.status_name)
-            return error_response(error)
+            return error_response(error, ctx.request_id)
         _finish(services, ctx, 200, None)
         return response
 
-    def _inbound(self, request: Request, route: GeminiRoute, limit: int) -> Inbound:
+    def _inbound(self, request: IncomingRequest, route: GeminiRoute, limit: int) -> Inbound:
         async def read_body() -> tuple[Any, int]:
             if route.method.http_method == "GET":
                 return None, 0
-            body, size = await read_json_body(request, limit)
+            body, size = await request.read_json(limit)
             validate_body(route.method, route.model, body)
             return body, size
 
-        has_query = bool(request.scope.get("query_string"))
+        has_query = bool(request.query_string)
         framing = None
         if route.method.streams:
-            alt = request.query_params.get("alt", "json") if has_query else "json"
+            alt = request.query_value("alt", "json") if has_query else "json"
             if alt == "sse":
                 framing = Framing.SSE
             elif alt == "json":
@@ -132,7 +139,7 @@ class GeminiEndpoint:
         query: list[tuple[str, str]] = []
         if has_query:
             allowed = _FORWARDED_QUERY.get(route.method, ())
-            items = request.query_params.multi_items()
+            items = request.query
             query = [
                 (name, value)
                 for name, value in items
@@ -147,7 +154,7 @@ class GeminiEndpoint:
             headers=tuple(
                 (name, request.headers[name])
                 for name, shape in _FORWARDED_HEADERS.items()
-                if shape.fullmatch(request.headers.get(name, ""))
+                if name in request.headers and shape.fullmatch(request.headers[name])
             ),
             framing=framing,
         )
@@ -162,12 +169,15 @@ class JsonResponse:
 
     __slots__ = ("body", "headers", "status")
 
-    def __init__(self, body: bytes, status: int, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, body: bytes, status: int, headers: dict[str, str] | None, request_id: str
+    ) -> None:
         self.body = body
         self.status = status
         self.headers = [
             (b"content-type", _JSON_MEDIA_TYPE),
             (b"content-length", str(len(body)).encode()),
+            (b"x-request-id", request_id.encode()),
             *(
                 (name.encode("latin-1"), value.encode("latin-1"))
                 for name, value in (headers or {}).items()
@@ -179,15 +189,15 @@ class JsonResponse:
         await send({"type": "http.response.body", "body": self.body})
 
 
-def error_response(error: LocalgateError) -> JsonResponse:
+def error_response(error: LocalgateError, request_id: str) -> JsonResponse:
     """The Gemini error envelope for ``error``, with its HTTP status."""
     headers = {}
     if isinstance(error, MethodNotAllowed):
         headers["allow"] = ", ".join(error.allowed)
-    return JsonResponse(dump_json(error.envelope()), error.code, headers)
+    return JsonResponse(dump_json(error.envelope()), error.code, headers, request_id)
 
 
-def _credential(request: Request) -> str | None:
+def _credential(request: IncomingRequest) -> str | None:
     """The presented key: the first localgate-shaped one, else the first one given.
 
     Apps that authenticate with ``Authorization: Bearer`` still have to give the SDK
@@ -195,8 +205,8 @@ def _credential(request: Request) -> str | None:
     """
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     presented = [
-        request.headers.get("x-goog-api-key", "").strip(),
-        request.query_params.get("key", "").strip() if request.scope.get("query_string") else "",
+        request.header("x-goog-api-key"),
+        request.query_value("key").strip() if request.query_string else "",
         token.strip() if scheme.lower() == "bearer" else "",
     ]
     given = [value for value in presented if value]
@@ -242,7 +252,11 @@ class _StreamResponse(StreamingResponse):
         # Until the stream says otherwise, the client went away before it ended.
         self._status: int = _CLIENT_CLOSED
         self._error_status: str | None = "CANCELLED"
-        super().__init__(self._encode(), media_type=framing.media_type, headers=reply.headers)
+        super().__init__(
+            self._encode(),
+            media_type=framing.media_type,
+            headers={**reply.headers, "x-request-id": ctx.request_id},
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streaming = asyncio.current_task()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 from localgate.errors import MethodNotAllowed, NotFound, PermissionDenied
 
@@ -82,8 +83,13 @@ _GEMINI_PATH = re.compile(
 _FILES_PATH = re.compile(r"(?:^|/)(?:upload/)?(?:v1|v1beta|v1alpha)/files(?:[/:?]|$)")
 
 
+@lru_cache(maxsize=1024)
 def match_route(http_method: str, path: str) -> GeminiRoute:
-    """Map a request onto a route; raise NotFound, MethodNotAllowed or PermissionDenied."""
+    """Map a request onto a route; raise NotFound, MethodNotAllowed or PermissionDenied.
+
+    Apps call a few paths over and over: matches are remembered (routes are immutable),
+    refusals are not.
+    """
     if _FILES_PATH.search(path):
         raise PermissionDenied(
             "File uploads are disabled by the data-localization policy: an uploaded file "

@@ -8,13 +8,16 @@ Lookups compare digests in constant time.
 The gateway and the ``localgate keys`` CLI are separate processes sharing one SQLite
 file. The gateway caches verified keys and drops the cache whenever SQLite's
 ``data_version`` says another connection committed, so a revocation takes effect on
-the very next request without a database read per request.
+the very next request without a database read per request. Asking ``data_version``
+costs a read transaction (shared-memory locks, several system calls), so it is only
+asked when the WAL-index header, which every commit rewrites, has changed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
 import sqlite3
@@ -107,10 +110,13 @@ class SqliteKeyStore:
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
         self._cache: dict[str, tuple[bytes, Principal | None]] = {}
+        self._commits = _CommitWatch(path)
+        self._commits.changed()
         self._seen_version = self._data_version()
 
     def close(self) -> None:
         """Close the database connection."""
+        self._commits.close()
         self._db.close()
 
     # -- administration (CLI) -------------------------------------------------
@@ -178,10 +184,11 @@ class SqliteKeyStore:
 
     def _lookup(self, key_id: str) -> tuple[bytes, Principal | None]:
         try:
-            version = self._data_version()
-            if version != self._seen_version:
-                self._cache.clear()
-                self._seen_version = version
+            if self._commits.changed():
+                version = self._data_version()
+                if version != self._seen_version:
+                    self._cache.clear()
+                    self._seen_version = version
             cached = self._cache.get(key_id)
             if cached is not None:
                 return cached
@@ -202,6 +209,43 @@ class SqliteKeyStore:
     def _data_version(self) -> int:
         row = self._db.execute("PRAGMA data_version").fetchone()
         return int(row[0])
+
+
+class _CommitWatch:
+    """Tells, with one ``pread``, whether another connection may have committed.
+
+    In WAL mode every commit rewrites the WAL-index header at the start of the
+    database's ``-shm`` file (SQLite's file format, "WAL-index format": a change
+    counter, the last valid frame, salts, checksums). Any difference from the last
+    look, a short read or no ``-shm`` file at all answers "maybe": the caller then asks
+    ``PRAGMA data_version``, which stays the authority.
+    """
+
+    _HEADER_BYTES = 48
+
+    def __init__(self, database: Path) -> None:
+        self._path = database.with_name(database.name + "-shm")
+        self._fd: int | None = None
+        self._last = b""
+
+    def changed(self) -> bool:
+        """False only if the header is what it was at the last call."""
+        try:
+            if self._fd is None:
+                self._fd = os.open(self._path, os.O_RDONLY)
+            header = os.pread(self._fd, self._HEADER_BYTES, 0)
+        except OSError:
+            return True
+        if len(header) == self._HEADER_BYTES and header == self._last:
+            return False
+        self._last = header
+        return True
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _digest(secret: str) -> bytes:

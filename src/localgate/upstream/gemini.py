@@ -27,6 +27,7 @@ from localgate.errors import (
     UpstreamUnreachable,
 )
 from localgate.framing import SseDecoder, dump_json
+from localgate.frontdoor.routes import GeminiRoute
 from localgate.secret import Secret
 from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
 
@@ -38,6 +39,8 @@ _MAX_ERROR_BODY = 1 << 20
 # Header values are passed on only if they are plain printable ASCII.
 _PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
 _MAX_EVENT_BYTES = 64 << 20
+# Upstream URLs are built once per route (there are a few per model).
+_MAX_URLS = 1024
 # Response headers that describe the upstream hop, not the answer.
 _DROPPED_RESPONSE_HEADERS = frozenset(
     {
@@ -105,6 +108,7 @@ class GeminiUpstream:
         self._api_key = api_key
         self._session = session
         self._read_timeout_s = read_timeout_s
+        self._urls: dict[GeminiRoute, str] = {}
 
     @property
     def ready(self) -> str | None:
@@ -181,7 +185,11 @@ class GeminiUpstream:
         if method == "POST":
             headers["content-type"] = "application/json"
             data = dump_json(call.body)
-        url = f"{self.base_url}/{call.route.upstream_path}"
+        url = self._urls.get(call.route)
+        if url is None:
+            url = f"{self.base_url}/{call.route.upstream_path}"
+            if len(self._urls) < _MAX_URLS:
+                self._urls[call.route] = url
         try:
             # Never follow redirects: a redirect would carry the Google key and the
             # prompt to whatever host the Location header names.
