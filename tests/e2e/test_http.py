@@ -501,6 +501,25 @@ def test_forwarded_client_address_is_believed_only_from_trusted_proxies(
         assert proxied.access_record(response.headers["x-request-id"])["client"] == "203.0.113.9"
 
 
+def test_in_flight_gauge_counts_open_requests(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    def in_flight(client: httpx.Client) -> float:
+        text = client.get("/metrics").text
+        line = next(x for x in text.splitlines() if x.startswith("localgate_requests_in_flight "))
+        return float(line.split()[1])
+
+    upstream.stream(["first", "second"], delay_s=1.0)
+    key = {"x-goog-api-key": gateway.key}
+    with gateway.client() as client:
+        with client.stream("POST", STREAM + "?alt=sse", json=BODY, headers=key) as streamed:
+            lines = streamed.iter_lines()
+            assert next(lines).startswith("data: ")  # the first event is in; the second is not
+            assert in_flight(client) == 1.0
+            assert '"second"' in "".join(lines)
+        wait_until(lambda: in_flight(client) == 0.0)
+
+
 def test_every_response_has_a_request_id(gateway: RunningGateway, upstream: FakeGemini) -> None:
     with gateway.client() as client:
         responses = [client.get("/healthz"), client.get("/nope"), client.post(GENERATE, json=BODY)]

@@ -83,12 +83,12 @@ class GeminiEndpoint:
             cache_control=headers.get("x-localgate-cache") or None,
             rag_collection=headers.get("x-localgate-rag-collection") or None,
         )
-        services.metrics.in_flight.inc()
+        services.metrics.in_flight += 1
         try:
             response = await self._handle(request, ctx, services)
             await response(scope, receive, send)
         finally:
-            services.metrics.in_flight.dec()
+            services.metrics.in_flight -= 1
 
     async def _handle(
         self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices

@@ -35,11 +35,14 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.in_flight = Gauge(
+        # Counted in a plain int, read when scraped: the gauge's lock would be taken
+        # twice per request for a number nobody reads in between.
+        self.in_flight = 0
+        Gauge(
             "localgate_requests_in_flight",
             "Requests being processed now.",
             registry=self.registry,
-        )
+        ).set_function(lambda: self.in_flight)
         self.redaction_findings = Counter(
             "localgate_redaction_findings",
             "Personal data found in requests, by type and the action taken.",

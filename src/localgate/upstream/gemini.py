@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from localgate import __version__
 from localgate.errors import (
@@ -108,7 +109,7 @@ class GeminiUpstream:
         self._api_key = api_key
         self._session = session
         self._read_timeout_s = read_timeout_s
-        self._urls: dict[GeminiRoute, str] = {}
+        self._urls: dict[GeminiRoute, URL] = {}
 
     @property
     def ready(self) -> str | None:
@@ -187,7 +188,8 @@ class GeminiUpstream:
             data = dump_json(call.body)
         url = self._urls.get(call.route)
         if url is None:
-            url = f"{self.base_url}/{call.route.upstream_path}"
+            # Parsed once: aiohttp would parse a string URL again on every call.
+            url = URL(f"{self.base_url}/{call.route.upstream_path}")
             if len(self._urls) < _MAX_URLS:
                 self._urls[call.route] = url
         try:
