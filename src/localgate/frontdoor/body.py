@@ -89,8 +89,8 @@ class IncomingRequest:
         if size > limit:
             raise _too_large(limit)
 
-    async def read_json(self, limit: int) -> tuple[Any, int]:
-        """Read at most ``limit`` bytes and parse them as JSON; returns it and its size.
+    async def read_json(self, limit: int) -> tuple[Any, bytes]:
+        """Read at most ``limit`` bytes and parse them as JSON; returns it and the bytes.
 
         An empty body is ``{}``. Raises ``ClientDisconnect`` if the client goes away.
         """
@@ -109,7 +109,7 @@ class IncomingRequest:
                 break
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if not raw.strip():
-            return {}, len(raw)
+            return {}, raw
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -123,7 +123,7 @@ class IncomingRequest:
             raise InvalidArgument(
                 f"Invalid JSON payload received: nested deeper than {MAX_DEPTH} levels."
             )
-        return body, len(raw)
+        return body, raw
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

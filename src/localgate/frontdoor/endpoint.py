@@ -122,9 +122,9 @@ class GeminiEndpoint:
         async def read_body() -> tuple[Any, int]:
             if route.method.http_method == "GET":
                 return None, 0
-            body, size = await request.read_json(limit)
+            body, raw = await request.read_json(limit)
             validate_body(route.method, route.model, body)
-            return body, size
+            return body, len(raw)
 
         has_query = bool(request.query_string)
         framing = None

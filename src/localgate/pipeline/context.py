@@ -39,17 +39,17 @@ class TokenUsage:
         """Read ``usageMetadata``; None if it is absent or not an object."""
         if not isinstance(metadata, dict):
             return None
-
-        def count(name: str) -> int:
-            value = metadata.get(name)
-            return int(value) if isinstance(value, int | float) else 0
-
         return cls(
-            prompt=count("promptTokenCount"),
-            candidates=count("candidatesTokenCount"),
-            thoughts=count("thoughtsTokenCount"),
-            total=count("totalTokenCount"),
+            _count(metadata.get("promptTokenCount")),
+            _count(metadata.get("candidatesTokenCount")),
+            _count(metadata.get("thoughtsTokenCount")),
+            _count(metadata.get("totalTokenCount")),
         )
+
+
+def _count(value: Any) -> int:
+    """A token count as the answer gives it; anything but a number counts as 0."""
+    return int(value) if isinstance(value, int | float) else 0
 
 
 @dataclass(slots=True)
