@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -28,6 +27,7 @@ from localgate.frontdoor.schemas import validate_body
 from localgate.identity.keys import LOCALGATE_KEY_PREFIX
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Inbound, Pipeline, RequestContext
+from localgate.requestid import new_request_id
 from localgate.upstream.base import StreamReply, UnaryReply
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
@@ -76,7 +76,7 @@ class GeminiEndpoint:
         client = scope.get("client")
         headers = request.headers
         ctx = RequestContext(
-            request_id=os.urandom(16).hex(),
+            request_id=new_request_id(),
             route=None,
             client=client[0] if client else None,
             end_user=headers.get("x-localgate-user") or None,

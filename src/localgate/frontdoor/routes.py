@@ -19,25 +19,30 @@ __all__ = ["GeminiMethod", "GeminiRoute", "match_route"]
 
 
 class GeminiMethod(Enum):
-    """A Gemini API operation localgate understands."""
+    """A Gemini API operation localgate understands.
+
+    Each knows its HTTP method (GET for the model catalogue, POST for everything else)
+    and whether its answer is a stream of responses; plain attributes, read per request.
+    """
+
+    _value_: str
+    http_method: str
+    streams: bool
+
+    def __new__(cls, value: str, http_method: str = "POST", streams: bool = False) -> GeminiMethod:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.http_method = http_method
+        member.streams = streams
+        return member
 
     GENERATE_CONTENT = "generateContent"
-    STREAM_GENERATE_CONTENT = "streamGenerateContent"
+    STREAM_GENERATE_CONTENT = ("streamGenerateContent", "POST", True)
     COUNT_TOKENS = "countTokens"
     EMBED_CONTENT = "embedContent"
     BATCH_EMBED_CONTENTS = "batchEmbedContents"
-    LIST_MODELS = "models.list"
-    GET_MODEL = "models.get"
-
-    @property
-    def http_method(self) -> str:
-        """GET for the model catalogue, POST for everything else."""
-        return "GET" if self in (GeminiMethod.LIST_MODELS, GeminiMethod.GET_MODEL) else "POST"
-
-    @property
-    def streams(self) -> bool:
-        """Whether the answer is a stream of responses."""
-        return self is GeminiMethod.STREAM_GENERATE_CONTENT
+    LIST_MODELS = ("models.list", "GET")
+    GET_MODEL = ("models.get", "GET")
 
 
 _VERBS = {
