@@ -9,7 +9,7 @@ never forwarded, because an unknown route could carry data around the redactor.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 
@@ -60,11 +60,13 @@ class GeminiRoute:
     method: GeminiMethod
     collection: str  # "models" or "tunedModels"
     model_id: str | None  # None for list calls
+    # The resource name as Gemini writes it, e.g. ``models/gemini-2.5-flash``; read on
+    # every request, so spelled out once.
+    model: str | None = field(init=False)
 
-    @property
-    def model(self) -> str | None:
-        """The resource name as Gemini writes it, e.g. ``models/gemini-2.5-flash``."""
-        return f"{self.collection}/{self.model_id}" if self.model_id else None
+    def __post_init__(self) -> None:
+        model = f"{self.collection}/{self.model_id}" if self.model_id else None
+        object.__setattr__(self, "model", model)
 
     @property
     def upstream_path(self) -> str:
