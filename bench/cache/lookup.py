@@ -1,9 +1,10 @@
 """1. Lookup latency: ``VectorCache.lookup`` timed in this process, over a filled store.
 
 An embedded Chroma store is filled in bulk with entries shaped as the cache writes
-them, for a tenant with 1,000 and one with 100,000 entries, per embedder; then every
-lookup, every store call a lookup makes, and every embedding is timed in one shuffled
-sequence, so background load falls on all of them alike.
+them, for a tenant with 1,000 and one with 100,000 entries, per embedder; the cache's
+key set of each tenant is loaded (as a gateway's first lookup of a tenant starts it);
+then every lookup, every store call a lookup makes, and every embedding is timed in one
+shuffled sequence, so background load falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from localgate.vector.cache import VectorCache, cache_key
 from localgate.vector.embedders import Embedder, Vectors, build_embedder
 from localgate.vector.store import VectorStore
 
-__all__ = ["LOOKUP_CASES", "LOOKUP_THRESHOLD", "STORE_CALLS", "LookupBench", "LookupResults"]
+__all__ = [
+    "EXACT_CASES",
+    "LOOKUP_CASES",
+    "LOOKUP_THRESHOLD",
+    "STORE_CALLS",
+    "LookupBench",
+    "LookupResults",
+]
 
 MODEL_VERSION = "gemini-2.5-flash"  # what the fake upstream says in its answers
 LOOKUP_THRESHOLD = 0.90
@@ -44,7 +52,15 @@ LOOKUP_CASES = (
     "semantic-eligible miss",
     "non-semantic miss",
 )
-STORE_CALLS = ("get by id", "query, 8 nearest", "the same, distances only", "upsert one entry")
+STORE_CALLS = (
+    "get by id",
+    "query, 8 nearest",
+    "the same, distances only",
+    "ids created in the last minute",
+    "upsert one entry",
+)
+# The cases the exact layer alone (the default) meets: no embedding, no nearest neighbours.
+EXACT_CASES = ("exact hit, semantic-eligible", "exact hit, non-semantic", "non-semantic miss")
 _BATCH = 5000  # below the embedded Chroma's limit of 5,461 records per call
 
 
@@ -58,6 +74,7 @@ class LookupResults:
     store_calls: dict[tuple[str, int, str], list[float]] = field(default_factory=dict)
     embedding: dict[str, list[float]] = field(default_factory=dict)
     fill_s: dict[tuple[str, int], float] = field(default_factory=dict)
+    keys_s: dict[tuple[str, int], float] = field(default_factory=dict)  # loading a key set
     mixed: dict[str, int] = field(default_factory=dict)  # entries given mixed vectors
 
 
@@ -142,6 +159,7 @@ class LookupBench:
                         _Call(name, size, "get by id", entry=stored),
                         _Call(name, size, "query, 8 nearest", vector=vector),
                         _Call(name, size, "the same, distances only", vector=vector),
+                        _Call(name, size, "ids created in the last minute"),
                         _Call(
                             name,
                             size,
@@ -152,10 +170,15 @@ class LookupBench:
                         ),
                     ]
             calls += [_Call(name, 0, "embedding", text=text) for text in novel]
+        for name in embedders(options):  # last, so that no set has gone stale meanwhile
+            for size in self.results.sizes:
+                await self._load_keys(name, size)
         random.Random(13).shuffle(calls)
         progress(f"lookup: timing {len(calls):,} calls in one shuffled sequence")
         for call in calls:
             await self._time(call)
+        for cache in self._caches.values():
+            await cache.close()
         return self.results
 
     @property
@@ -245,6 +268,16 @@ class LookupBench:
         self.results.fill_s[(name, size)] = elapsed
         progress(f"lookup: {name}: {size:,} entries inserted in {elapsed:.0f} s")
 
+    async def _load_keys(self, name: str, size: int) -> None:
+        """Load the tenant's key set, as a gateway does in the background on its first lookup."""
+        started = time.perf_counter()
+        known = await self._caches[name].load_keys(_tenant(name, size))
+        if known != size:
+            raise BenchError(f"{_tenant(name, size)}: {known} keys loaded, {size} expected")
+        elapsed = time.perf_counter() - started
+        self.results.keys_s[(name, size)] = elapsed
+        progress(f"lookup: {name}: {size:,} keys loaded in {elapsed:.1f} s")
+
     async def _time(self, call: _Call) -> None:
         results = self.results
         key = (call.embedder, call.size, call.case)
@@ -260,6 +293,8 @@ class LookupBench:
                 elapsed = await self.store.run(_timed, _query, collection, call.vector)
             elif call.case == "the same, distances only":
                 elapsed = await self.store.run(_timed, _distances, collection, call.vector)
+            elif call.case == "ids created in the last minute":
+                elapsed = await self.store.background(_timed, _created_lately, collection)
             else:
                 entry = (call.entry, call.vector, call.text, self._policy.ttl_s)
                 elapsed = await self.store.write(_timed, _upsert, collection, *entry)
@@ -318,12 +353,18 @@ def _upsert(collection: Any, entry: str, vector: Vectors, text: str, ttl_s: floa
 
 
 def _distances(collection: Any, vector: Vectors) -> None:
+    """The nearest-neighbour query as the semantic layer makes it."""
     collection.query(query_embeddings=[vector], n_results=8, include=["distances"])
 
 
 def _query(collection: Any, vector: Vectors) -> None:
-    """The nearest-neighbour query as ``VectorCache._find`` makes it (no documents)."""
+    """The same with the candidates' metadata (as the semantic layer made it before)."""
     collection.query(query_embeddings=[vector], n_results=8, include=["metadatas", "distances"])
+
+
+def _created_lately(collection: Any) -> None:
+    """A key set's refresh: the ids of the entries created in the last minute."""
+    collection.get(where={"created": {"$gte": time.time() - 60}}, include=[])
 
 
 def _timed(call: Any, *args: Any) -> float:

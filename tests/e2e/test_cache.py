@@ -498,3 +498,25 @@ def test_a_repeat_right_away_is_a_hit_before_the_answer_reaches_the_store(
     assert first.headers["x-localgate-cache"] == "miss"
     assert again.headers["x-localgate-cache"] == "hit; layer=exact"
     assert len(upstream.requests) == 1
+
+
+def test_after_a_restart_stored_answers_are_still_hits(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    questions = [f"What is the policy on {topic}?" for topic in ("parking", "travel", "laptops")]
+    with run_gateway(tmp_path / "data", upstream.base_url, config=CACHE) as gateway:
+        for question in questions:
+            post(gateway, ask(question))
+        wait_stored(gateway, len(questions))
+
+    with run_gateway(tmp_path / "data", upstream.base_url, config=CACHE) as gateway:
+        # The first lookup asks the store and starts loading the tenant's key set in the
+        # background; later ones are answered with it, wherever it has got to.
+        new = post(gateway, ask("What is the policy on pets?"))
+        again = [
+            post(gateway, ask(question)).headers["x-localgate-cache"] for question in questions
+        ]
+
+    assert new.headers["x-localgate-cache"] == "miss"
+    assert again == ["hit; layer=exact"] * len(questions)
+    assert len(upstream.requests) == len(questions) + 1

@@ -28,11 +28,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,7 @@ from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 from localgate.upstream.base import UnaryReply
 from localgate.vector.embedders import Embedder, Vectors
-from localgate.vector.store import CollectionInfo, VectorStore
+from localgate.vector.store import CollectionInfo, VectorStore, VectorStoreUnavailable
 
 __all__ = [
     "CacheKey",
@@ -73,6 +74,23 @@ _PURGE_EVERY = 1000
 _MAX_QUEUED = 10_000
 _CLOSE_WAIT_S = 5.0
 _LINGER_S = 0.25
+# The key sets (``_KeyIndex``). Hex digits of an exact key kept in memory (60 bits).
+_SHORT_KEY_DIGITS = 15
+# Ids per page when a tenant's set is loaded: Chroma sorts the whole collection for
+# each page, so fewer, larger pages are faster (100,000 ids: about 1 s in all).
+_KEY_PAGE = 20_000
+# How often a set asks for the entries created since; it is trusted (its "absent"
+# acted on) for this many refresh intervals after its last refresh started.
+_KEY_REFRESH_S = 5.0
+_KEY_TRUSTED_FOR = 3
+# An entry reaches the store after its ``created`` time (the write's linger, the queue,
+# clock differences between replicas): refreshes look back this far. Later ones are
+# read by the next full reload, which also forgets entries deleted elsewhere.
+_KEY_LATE_S = 60.0
+_KEY_RELOAD_S = 600.0
+# A set's loads and refreshes keep the background thread busy 1/_KEY_REST of the time
+# at most: a slower store is asked less often.
+_KEY_REST = 100
 
 
 @dataclass(slots=True)
@@ -254,6 +272,221 @@ class _Recent:
         with self._lock:
             self._entries.clear()
 
+    def forget(self, tenant: str) -> None:
+        """Forget one tenant's entries (its cache was cleared)."""
+        with self._lock:
+            for remembered in [key for key in self._entries if key[0] == tenant]:
+                del self._entries[remembered]
+
+
+def _short_key(entry: str) -> int | None:
+    """An exact key as the key sets hold it: its first 60 bits (None: not a hex digest).
+
+    An int under 2**60 takes 32 bytes; two keys sharing 60 bits only cost a store trip.
+    """
+    try:
+        return int(entry[:_SHORT_KEY_DIGITS], 16)
+    except ValueError:
+        return None
+
+
+def _short_keys(entries: Iterable[str]) -> set[int]:
+    return {short for short in map(_short_key, entries) if short is not None}
+
+
+@dataclass(slots=True)
+class _KeySet:
+    """The exact keys in one tenant's cache collection, as this gateway last read them."""
+
+    keys: set[int] | None = None  # None until the first load is complete
+    collection: str = ""  # the id of the collection they were read from
+    loading: set[int] | None = None  # what a load in progress has read so far
+    refreshed_at: float = -math.inf  # monotonic: when the last load or refresh started
+    since: float = 0.0  # wall clock: the next refresh asks for entries created from here
+    refresh_due: float = -math.inf  # monotonic
+    reload_due: float = -math.inf  # monotonic
+    pause_s: float = _KEY_REFRESH_S
+    task: asyncio.Task[None] | None = None
+
+    def add(self, shorts: set[int]) -> None:
+        """Note keys that are in the store."""
+        if self.keys is not None:
+            self.keys |= shorts
+        if self.loading is not None:
+            self.loading |= shorts
+
+    def discard(self, short: int) -> None:
+        """Drop a key the store turned out not to hold."""
+        for keys in (self.keys, self.loading):
+            if keys is not None:
+                keys.discard(short)
+
+
+class _KeyIndex:
+    """Per tenant, the exact keys in the store, so that a miss needs no trip to it.
+
+    A tenant's set is loaded on the background thread on its first lookup (ids only, in
+    pages); it then learns this gateway's writes, and every few seconds asks the store for
+    the entries created since the last time, so entries written by other replicas of a
+    shared Chroma server are found too. Only "absent" is acted on: a present key is still
+    fetched. A key missing by mistake costs a miss (the answer is then stored again); one
+    kept by mistake costs a fetch, after which it is dropped. A set that has not been
+    refreshed lately (an idle tenant), or not loaded yet, is not used: the store is asked.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        collection: Callable[[str], Any],
+        metrics: GatewayMetrics,
+        cleared: Callable[[str], None],
+        refresh_s: float,
+    ) -> None:
+        self._store = store
+        self._collection = collection
+        self._metrics = metrics
+        self._cleared = cleared
+        self._refresh_s = refresh_s
+        self._sets: dict[str, _KeySet] = {}
+
+    def maintain(self, tenant: str) -> None:
+        """Start loading or refreshing the tenant's set, when that is due (on its lookups)."""
+        keys = self._sets.get(tenant)
+        if keys is None:
+            keys = self._sets[tenant] = _KeySet(pause_s=self._refresh_s)
+        if keys.task is not None and not keys.task.done():
+            return
+        now = time.monotonic()
+        if keys.keys is None or now >= keys.reload_due:
+            if now >= keys.refresh_due:  # after a failure, no sooner than a refresh
+                keys.task = asyncio.get_running_loop().create_task(self._load(tenant, keys))
+        elif now >= keys.refresh_due:
+            keys.task = asyncio.get_running_loop().create_task(self._refresh(tenant, keys))
+
+    def holds(self, tenant: str, entry: str) -> bool | None:
+        """Whether the tenant's store may hold ``entry``; None when the set cannot tell."""
+        keys = self._sets.get(tenant)
+        if keys is None or keys.keys is None:
+            return None
+        if time.monotonic() - keys.refreshed_at > _KEY_TRUSTED_FOR * keys.pause_s:
+            return None  # not refreshed lately: entries of other replicas may be missing
+        return _short_key(entry) in keys.keys
+
+    def add(self, tenant: str, entries: Iterable[str]) -> None:
+        """Note entries this gateway wrote."""
+        keys = self._sets.get(tenant)
+        if keys is not None:  # else its load will read them
+            keys.add(_short_keys(entries))
+
+    def discard(self, tenant: str, entry: str) -> None:
+        """Drop an entry the store turned out not to hold."""
+        keys, short = self._sets.get(tenant), _short_key(entry)
+        if keys is not None and short is not None:
+            keys.discard(short)
+
+    def size(self, tenant: str) -> int | None:
+        """How many keys the tenant's set holds; None until it is loaded."""
+        keys = self._sets.get(tenant)
+        return None if keys is None or keys.keys is None else len(keys.keys)
+
+    def refresh_soon(self) -> None:
+        """Another process changed the store: refresh every set on its next lookup."""
+        for keys in self._sets.values():
+            keys.refresh_due = -math.inf
+
+    async def load(self, tenant: str) -> int:
+        """Load the tenant's set now, after any load or refresh under way; its size."""
+        keys = self._sets.setdefault(tenant, _KeySet(pause_s=self._refresh_s))
+        if keys.task is not None and not keys.task.done():
+            await asyncio.shield(keys.task)
+        keys.task = asyncio.get_running_loop().create_task(self._load(tenant, keys))
+        await asyncio.shield(keys.task)
+        return len(keys.keys or ())
+
+    async def close(self) -> None:
+        """Stop loading and refreshing."""
+        tasks = [keys.task for keys in self._sets.values() if keys.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _load(self, tenant: str, keys: _KeySet) -> None:
+        """Read every id of the tenant's collection, then use the new set."""
+        started, wall = time.monotonic(), time.time()
+        found: set[int] = set()
+        keys.loading = found  # this gateway's writes meanwhile are added to it
+        try:
+            collection = await self._read_all(tenant, found)
+        except VectorStoreUnavailable as exc:
+            self._failed(keys, "be loaded", exc.reason)
+            return
+        finally:
+            keys.loading = None
+        if keys.collection and collection != keys.collection:
+            self._cleared(tenant)
+        keys.keys, keys.collection = found, collection
+        keys.refreshed_at, keys.since = started, wall - _KEY_LATE_S
+        took = time.monotonic() - started
+        keys.reload_due = started + max(_KEY_RELOAD_S, _KEY_REST * took)
+        keys.refresh_due = started + keys.pause_s
+
+    async def _read_all(self, tenant: str, found: set[int]) -> str:
+        """Read the ids of the tenant's collection into ``found``, page by page; its id."""
+        collection, offset = "", 0
+        while True:
+            ident, entries = await self._store.background(self._ids, tenant, offset)
+            if offset and ident != collection:
+                # Dropped and made again between two pages: start again on the new one.
+                found.clear()
+                collection, offset = ident, 0
+                continue
+            collection = ident
+            found |= _short_keys(entries)
+            if len(entries) < _KEY_PAGE:
+                return collection
+            offset += _KEY_PAGE
+
+    async def _refresh(self, tenant: str, keys: _KeySet) -> None:
+        """Add the entries created since the last refresh; notice a cleared collection."""
+        started, wall = time.monotonic(), time.time()
+        try:
+            collection, entries = await self._store.background(
+                self._created_since, tenant, keys.since
+            )
+        except VectorStoreUnavailable as exc:
+            self._failed(keys, "be refreshed", exc.reason)
+            return
+        if collection != keys.collection:
+            # Dropped and made again since the last refresh (``localgate cache clear``, here
+            # or on another replica): what it holds was created since, and has just been read.
+            keys.keys, keys.collection = set(), collection
+            self._cleared(tenant)
+        keys.add(_short_keys(entries))
+        keys.refreshed_at, keys.since = started, wall - _KEY_LATE_S
+        took = time.monotonic() - started
+        keys.pause_s = max(self._refresh_s, _KEY_REST * took)
+        keys.refresh_due = started + keys.pause_s
+
+    def _failed(self, keys: _KeySet, what: str, reason: str) -> None:
+        """Count and log a failure, and try again a refresh interval later."""
+        logger.warning("cache: a key set could not %s: %s", what, reason)
+        self._metrics.cache_errors.labels("keys").inc()
+        keys.refresh_due = time.monotonic() + keys.pause_s
+
+    # -- on the store's background thread -------------------------------------
+
+    def _ids(self, tenant: str, offset: int) -> tuple[str, list[str]]:
+        """One page of the collection's ids, and the collection's id."""
+        collection = self._collection(tenant)
+        found = collection.get(include=[], limit=_KEY_PAGE, offset=offset)
+        return str(collection.id), list(found["ids"])
+
+    def _created_since(self, tenant: str, since: float) -> tuple[str, list[str]]:
+        """The ids of the entries created at ``since`` or later, and the collection's id."""
+        collection = self._collection(tenant)
+        found = collection.get(where={"created": {"$gte": since}}, include=[])
+        return str(collection.id), list(found["ids"])
+
 
 @dataclass(slots=True)
 class _Ticket:
@@ -283,6 +516,14 @@ class _Hit:
     answer: Any
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What a trip to the store found: a hit, and whether the exact key was absent."""
+
+    hit: _Hit | None
+    absent: bool = False
+
+
 class VectorCache:
     """The cache stage on a ChromaDB store."""
 
@@ -292,6 +533,8 @@ class VectorCache:
         store: VectorStore,
         embedder: Embedder,
         metrics: GatewayMetrics,
+        *,
+        key_refresh_s: float = _KEY_REFRESH_S,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -308,6 +551,7 @@ class VectorCache:
         self._draining: asyncio.Task[None] | None = None
         self._stored: dict[str, int] = {}
         self._recent = _Recent()
+        self._keys = _KeyIndex(store, self._collection, metrics, self._recent.forget, key_refresh_s)
         self._generation = store.disk_generation()
 
     # -- request path --------------------------------------------------------
@@ -335,9 +579,11 @@ class VectorCache:
             return None
         started = time.perf_counter()
         try:
+            if policy.exact:
+                self._keys.maintain(tenant)
             hit = self._recent_hit(tenant, key, policy)
             if hit is None:
-                hit = await self._store.run(self._find, tenant, key, policy)
+                hit = await self._stored_hit(tenant, key, policy)
         except Exception:
             logger.exception("cache lookup failed for request %s", ctx.request_id)
             self._metrics.cache_errors.labels("lookup").inc()
@@ -405,8 +651,18 @@ class VectorCache:
         if self._draining is None or self._draining.done():
             self._draining = asyncio.get_running_loop().create_task(self._drain())
 
+    async def load_keys(self, tenant: str) -> int:
+        """Load the tenant's key set now and return its size (lookups load it by themselves,
+        in the background; the benchmark and tests wait for it here)."""
+        return await self._keys.load(tenant)
+
+    def known_keys(self, tenant: str) -> int | None:
+        """How many exact keys the tenant's key set holds; None until it is loaded."""
+        return self._keys.size(tenant)
+
     async def close(self) -> None:
-        """Give answers still queued a moment to be stored."""
+        """Give answers still queued a moment to be stored; stop the key sets' upkeep."""
+        await self._keys.close()
         if self._draining is not None and not self._draining.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._draining), _CLOSE_WAIT_S)
@@ -418,6 +674,7 @@ class VectorCache:
             # Another process changed the store (cache clear): forget what we remember.
             self._generation = generation
             self._recent.clear()
+            self._keys.refresh_soon()
         if not policy.exact:
             return None
         found = self._recent.get(tenant, key.exact)
@@ -426,54 +683,88 @@ class VectorCache:
         self._metrics.cache_lookups.labels("exact", "hit").inc()
         return _Hit("exact", key.exact, 1.0, orjson.loads(found[1]))
 
+    async def _stored_hit(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
+        """A hit from the store; an exact key its key set says is absent is not asked for."""
+        known = self._keys.holds(tenant, key.exact) if policy.exact else None
+        if known is False:
+            self._metrics.cache_lookups.labels("exact", "miss").inc()
+        exact = policy.exact and known is not False
+        if not exact and not (policy.semantic.enabled and key.semantic):
+            return None  # no trip to the store: a miss in microseconds
+        found = await self._store.run(self._find, tenant, key, policy, exact)
+        if found.absent:
+            self._keys.discard(tenant, key.exact)
+        return found.hit
+
     # -- on the store's thread -------------------------------------------------
 
     def _collection(self, tenant: str) -> Any:
         return self._store.collection(tenant, _PURPOSE, self._embedder.space, self._embedder.name)
 
-    def _find(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
+    def _find(self, tenant: str, key: CacheKey, policy: CacheSettings, exact: bool) -> _Found:
         collection = self._collection(tenant)
         now = time.time()
-        if policy.exact:
+        absent = False
+        if exact:
             found = collection.get(ids=[key.exact], include=["metadatas", "documents"])
-            if found["ids"]:
+            absent = not found["ids"]
+            if not absent:
                 metadata, document = found["metadatas"][0], found["documents"][0]
                 # A stale entry is not deleted here (no writes on the reading thread):
                 # this request's answer will replace it.
                 if self._fresh(metadata, key.model, now):
                     self._metrics.cache_lookups.labels("exact", "hit").inc()
                     self._recent.put(tenant, key.exact, metadata, document)
-                    return _Hit("exact", key.exact, 1.0, orjson.loads(document))
+                    return _Found(_Hit("exact", key.exact, 1.0, orjson.loads(document)))
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         if not (policy.semantic.enabled and key.semantic):
-            return None
+            return _Found(None, absent)
+        return _Found(self._similar(collection, key, policy, now), absent)
+
+    def _similar(
+        self, collection: Any, key: CacheKey, policy: CacheSettings, now: float
+    ) -> _Hit | None:
+        """The semantic layer: the nearest entries, then the closest of this conversation."""
         key.vector = self._embedder.embed([key.last_turn])[0]
-        # Chroma returns fewer than n_results when the collection is smaller. Answers
-        # are read for the chosen entry only.
+        # Distances only: most lookups find no candidate above the threshold, and read
+        # nothing more. Chroma returns fewer than n_results when the collection is smaller.
         found = collection.query(
             query_embeddings=[key.vector],
             n_results=policy.semantic.candidates,
-            include=["metadatas", "distances"],
+            include=["distances"],
         )
-        best: tuple[str, float] | None = None
-        for entry, metadata, distance in zip(
-            found["ids"][0], found["metadatas"][0], found["distances"][0], strict=True
-        ):
-            similarity = 1.0 - float(distance)
+        close = [
+            (entry, 1.0 - float(distance))
+            for entry, distance in zip(found["ids"][0], found["distances"][0], strict=True)
+            if 1.0 - float(distance) >= policy.semantic.threshold
+        ]
+        hit = self._closest(collection, key, close, now) if close else None
+        self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
+        return hit
+
+    def _closest(
+        self, collection: Any, key: CacheKey, close: list[tuple[str, float]], now: float
+    ) -> _Hit | None:
+        """The most similar of ``close`` whose conversation is this one's and which is fresh.
+
+        One read for all of them, answers included: there are rarely more than one or two.
+        """
+        found = collection.get(
+            ids=[entry for entry, _ in close], include=["metadatas", "documents"]
+        )
+        stored = dict(
+            zip(found["ids"], zip(found["metadatas"], found["documents"], strict=True), strict=True)
+        )
+        for entry, similarity in sorted(close, key=lambda candidate: -candidate[1]):
+            metadata, document = stored.get(entry, (None, ""))
             if (
-                similarity >= (best[1] if best else policy.semantic.threshold)
+                metadata is not None
                 and metadata.get("fingerprint") == key.fingerprint
                 and metadata.get("semantic") is True
                 and self._fresh(metadata, key.model, now)
             ):
-                best = (entry, similarity)
-        hit = None
-        if best is not None:
-            documents = collection.get(ids=[best[0]], include=["documents"])["documents"]
-            if documents:
-                hit = _Hit("semantic", best[0], best[1], orjson.loads(documents[0]))
-        self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
-        return hit
+                return _Hit("semantic", entry, similarity, orjson.loads(document))
+        return None
 
     def _fresh(self, metadata: dict[str, Any], model: str, now: float) -> bool:
         if float(metadata.get("expires", 0)) <= now:
@@ -498,6 +789,8 @@ class VectorCache:
                 self._metrics.cache_errors.labels("store").inc(len(batch))
             else:
                 self._metrics.cache_stores.inc(len(batch))
+                for entry in batch:
+                    self._keys.add(entry.tenant, (entry.key.exact,))
 
     def _write(self, batch: list[_Entry]) -> None:
         """Store a batch: one upsert per tenant (on the store's writing thread)."""

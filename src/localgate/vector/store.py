@@ -5,11 +5,12 @@ collection) and embedding space, so tenants never share an index and vectors of 
 embedders never mix. Collection names carry a digest of the tenant, never the tenant
 itself; the collection's metadata says whose it is.
 
-Chroma calls run on two worker threads, one reading (lookups, retrieval) and one
-writing (storing answers), so a lookup never waits behind a write; the event loop
-waits on neither longer than ``cache.timeout_s``. A store that failed to open or ran
-out of time is left alone for a few seconds: calls fail at once (the cache misses)
-instead of each waiting. An embedded store written by another process (``localgate
+Chroma calls run on three worker threads, one reading (lookups, retrieval), one
+writing (storing answers) and one for slow background reads (loading the cache's key
+sets), so a lookup never waits behind a write or a background read; the event loop
+waits on the first two no longer than ``cache.timeout_s``. A store that failed to open
+or ran out of time is left alone for a few seconds: calls fail at once (the cache
+misses) instead of each waiting. An embedded store written by another process (``localgate
 rag ingest`` beside a running gateway) is noticed through a generation file the writer
 touches, and reopened with no call in flight.
 """
@@ -40,6 +41,8 @@ T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _GENERATION_FILE = "localgate.generation"
 _RETRY_S = 5.0
+# Background reads list a whole collection's ids, a few pages at a time.
+_BACKGROUND_BUDGET_S = 60.0
 
 
 def check_collection_name(name: str) -> str:
@@ -76,7 +79,9 @@ class VectorStore:
         # Reads (lookups, retrieval) never wait behind writes (storing answers).
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector-write")
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="localgate-vector-background")
         self._lock = _SharedLock()
+        self._opening = threading.Lock()
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._generation: float | None = None
@@ -100,22 +105,34 @@ class VectorStore:
         """Run ``call(*args)`` on the writing thread, within the store's time budget."""
         return await self._within_budget(self._writer, call, *args)
 
+    async def background(self, call: Callable[..., T], *args: Any) -> T:
+        """Run ``call(*args)`` on the background thread, for reads that may take seconds;
+        neither lookups nor writes wait behind it."""
+        return await self._within_budget(self._background, call, *args, background=True)
+
     def sync(self, call: Callable[..., T], *args: Any) -> T:
         """Run ``call(*args)`` here, without a time budget (for the CLI)."""
         return self._guarded(call, *args)
 
     async def _within_budget(
-        self, executor: ThreadPoolExecutor, call: Callable[..., T], *args: Any
+        self,
+        executor: ThreadPoolExecutor,
+        call: Callable[..., T],
+        *args: Any,
+        background: bool = False,
     ) -> T:
         if time.monotonic() < self._down_until:
             raise VectorStoreUnavailable(self._down)
+        budget_s = max(self._timeout_s, _BACKGROUND_BUDGET_S) if background else self._timeout_s
         future = asyncio.get_running_loop().run_in_executor(executor, self._guarded, call, *args)
         try:
-            return await asyncio.wait_for(future, self._timeout_s)
+            return await asyncio.wait_for(future, budget_s)
         except TimeoutError:
-            self._mark_down(
-                f"the vector store at {self.where} did not answer in {self._timeout_s:g} s"
-            )
+            reason = f"the vector store at {self.where} did not answer in {budget_s:g} s"
+            if background:
+                # A slow background read does not make the store down: the lookups judge.
+                raise VectorStoreUnavailable(reason) from None
+            self._mark_down(reason)
             raise VectorStoreUnavailable(self._down) from None
 
     def _guarded(self, call: Callable[..., T], *args: Any) -> T:
@@ -158,6 +175,7 @@ class VectorStore:
         """Stop the worker threads; a call stuck in a hung store is abandoned."""
         self._reader.shutdown(wait=False, cancel_futures=True)
         self._writer.shutdown(wait=False, cancel_futures=True)
+        self._background.shutdown(wait=False, cancel_futures=True)
         self._collections.clear()
         self._client = None
 
@@ -251,14 +269,19 @@ class VectorStore:
 
     def _open(self) -> Any:
         if self._client is None:
-            if time.monotonic() < self._down_until:
-                raise VectorStoreUnavailable(self._down)
-            try:
-                self._client = self._connect()
-            except VectorStoreUnavailable as exc:
-                self._mark_down(exc.reason)
-                raise
+            with self._opening:  # the reading, writing and background threads may all ask
+                if self._client is None:
+                    self._client = self._first_open()
         return self._client
+
+    def _first_open(self) -> Any:
+        if time.monotonic() < self._down_until:
+            raise VectorStoreUnavailable(self._down)
+        try:
+            return self._connect()
+        except VectorStoreUnavailable as exc:
+            self._mark_down(exc.reason)
+            raise
 
     def _connect(self) -> Any:
         import chromadb

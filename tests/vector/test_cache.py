@@ -1,0 +1,245 @@
+"""The cache's key sets, on a real embedded ChromaDB: misses without a trip to the store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import pytest
+
+from localgate.config import Settings, load_settings
+from localgate.frontdoor.routes import match_route
+from localgate.identity import Principal
+from localgate.observability import GatewayMetrics
+from localgate.pipeline.context import RequestContext
+from localgate.vector.cache import VectorCache, cache_stats, clear_cache
+from localgate.vector.embedders import HashingEmbedder
+from localgate.vector.store import VectorStore
+
+T = TypeVar("T")
+ROUTE = match_route("POST", "/v1beta/models/gemini-2.5-flash:generateContent")
+CONFIG = "cache:\n  enabled: true\n  semantic: {enabled: true, threshold: 0.95}\n"
+QUICK = 0.05  # a key set's refresh interval in tests that wait for a refresh
+
+
+class CountingStore(VectorStore):
+    """The real store, counting the calls made on its reading thread (lookups)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.reads = 0
+
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        """Count, then run on the reading thread."""
+        self.reads += 1
+        return await super().run(call, *args)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    config = tmp_path / "localgate.yaml"
+    config.write_text(CONFIG)
+    return load_settings(config, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})[0]
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[CountingStore]:
+    store = CountingStore(settings)
+    yield store
+    store.close()
+
+
+def ask(text: str, tenant: str = "acme", temperature: float | None = None) -> RequestContext:
+    """A redacted generateContent request of ``tenant``, as the cache stage sees it."""
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+    if temperature is not None:
+        body["generationConfig"] = {"temperature": temperature}
+    return RequestContext(
+        request_id=f"{time.monotonic_ns():x}",
+        route=ROUTE,
+        principal=Principal(tenant, "tests"),
+        body=body,
+    )
+
+
+def new_cache(settings: Settings, store: VectorStore, refresh_s: float = 5.0) -> VectorCache:
+    return VectorCache(
+        settings, store, HashingEmbedder(), GatewayMetrics(), key_refresh_s=refresh_s
+    )
+
+
+async def lookup(cache: VectorCache, text: str, **request: Any) -> str:
+    """The lookup's outcome: ``miss`` or ``hit; layer=...``."""
+    ctx = ask(text, **request)
+    await cache.lookup(ctx)
+    return str(ctx.cache_status)
+
+
+async def store_answer(
+    cache: VectorCache, store: VectorStore, text: str, tenant: str = "acme"
+) -> None:
+    """Ask, have the upstream answer, and wait until the answer is in the store."""
+    ctx = ask(text, tenant)
+    await cache.lookup(ctx)
+    before = await entries(store, tenant)
+    answer = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": f"echo: {text}"}], "role": "model"},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "modelVersion": "gemini-2.5-flash",
+    }
+    cache.keep(ctx, orjson.dumps(answer))
+    cache.complete(ctx)
+    await poll(lambda: entries(store, tenant), lambda count: count > before)
+
+
+async def entries(store: VectorStore, tenant: str) -> int:
+    return sum(stats.entries for stats in await store.run(cache_stats, store, tenant))
+
+
+async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
+    """Await ``probe()`` until ``done`` holds for its result, or fail after 10 s."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met before the deadline (last: {value!r})")
+        await asyncio.sleep(0.01)
+
+
+def test_once_the_keys_are_loaded_a_miss_makes_no_trip_to_the_store(
+    settings: Settings, store: CountingStore
+) -> None:
+    async def scenario() -> None:
+        writer = new_cache(settings, store)
+        await store_answer(writer, store, "What is the parking policy?")
+        await writer.close()
+        cache = new_cache(settings, store)
+
+        # Not loaded yet: the store is asked, and the set is loaded in the background.
+        reads = store.reads
+        assert await lookup(cache, "Never asked before") == "miss"
+        assert store.reads == reads + 1
+        await poll(lambda: _value(cache.known_keys("acme")), lambda size: size == 1)
+
+        reads = store.reads
+        never = [await lookup(cache, f"Never asked before, number {i}") for i in range(20)]
+        assert never == ["miss"] * 20
+        assert store.reads == reads
+        # A key the set holds is fetched: a hit is worth its trip.
+        assert await lookup(cache, "What is the parking policy?") == "hit; layer=exact"
+        assert store.reads == reads + 1
+        # Semantic-eligible: the exact key is known to be absent; only the nearest
+        # neighbours are asked for (one trip), and they find the stored question.
+        assert await lookup(cache, "what is the parking policy", temperature=0) == "miss"
+        assert store.reads == reads + 2
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_own_writes_join_the_key_set(settings: Settings, store: CountingStore) -> None:
+    async def scenario() -> None:
+        cache = new_cache(settings, store)
+        assert await cache.load_keys("acme") == 0
+        await store_answer(cache, store, "Name three rivers")
+        store.touch()  # as a CLI would: the gateway forgets the answers it remembers
+
+        reads = store.reads
+        assert cache.known_keys("acme") == 1
+        assert await lookup(cache, "Name three rivers") == "hit; layer=exact"
+        assert store.reads == reads + 1  # from the store, not from memory
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_entry_written_by_another_replica_is_found_after_a_refresh(
+    settings: Settings, store: CountingStore
+) -> None:
+    async def scenario() -> None:
+        cache = new_cache(settings, store, refresh_s=QUICK)
+        assert await cache.load_keys("acme") == 0
+        # Another gateway sharing the store (a Chroma server, in production).
+        other_store = VectorStore(settings)
+        other = new_cache(settings, other_store)
+        await store_answer(other, other_store, "Which floor is the canteen on?")
+
+        # A refresh asks for the entries created since the last one.
+        await poll(lambda: _known_after_lookup(cache, "Never asked before"), lambda size: size == 1)
+        reads = store.reads
+
+        assert await lookup(cache, "Which floor is the canteen on?") == "hit; layer=exact"
+        assert store.reads == reads + 1
+        await other.close()
+        other_store.close()
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_cleared_cache_empties_the_key_set(settings: Settings, store: CountingStore) -> None:
+    async def scenario() -> None:
+        cache = new_cache(settings, store, refresh_s=QUICK)
+        for question in ("Name three oceans", "Name three deserts"):
+            await store_answer(cache, store, question)
+        assert await cache.load_keys("acme") == 2
+        # ``localgate cache clear`` in another process.
+        cli = VectorStore(settings)
+        cli.sync(clear_cache, cli, "acme")
+        cli.close()
+
+        # The next refresh finds a new, empty collection.
+        await poll(
+            lambda: _known_after_lookup(cache, "Never asked before"),
+            lambda size: size == 0,
+        )
+        reads = store.reads
+        assert await lookup(cache, "Name three deserts") == "miss"
+        assert store.reads == reads
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_tenant_never_hits_another_tenants_entries(
+    settings: Settings, store: CountingStore
+) -> None:
+    async def scenario() -> None:
+        writer = new_cache(settings, store)
+        await store_answer(writer, store, "What is your refund policy?", tenant="acme")
+        await writer.close()
+        cache = new_cache(settings, store)
+        assert await cache.load_keys("acme") == 1
+        assert await cache.load_keys("globex") == 0
+
+        reads = store.reads
+        globex = await lookup(cache, "What is your refund policy?", tenant="globex")
+        acme = await lookup(cache, "What is your refund policy?", tenant="acme")
+
+        assert (globex, acme) == ("miss", "hit; layer=exact")
+        assert store.reads == reads + 1  # acme's hit only
+        assert cache.known_keys("globex") == 0
+        await cache.close()
+
+    asyncio.run(scenario())
+
+
+async def _value(value: T) -> T:
+    return value
+
+
+async def _known_after_lookup(cache: VectorCache, text: str) -> int | None:
+    """Look up (which keeps the set refreshed), then the set's size."""
+    await lookup(cache, text)
+    return cache.known_keys("acme")
