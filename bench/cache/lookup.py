@@ -29,7 +29,8 @@ from localgate.config import CacheSettings, EmbeddingSettings
 from localgate.identity import Principal
 from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
-from localgate.vector.cache import VectorCache, cache_key
+from localgate.vector.cache import VectorCache
+from localgate.vector.cache_keys import cache_key
 from localgate.vector.embedders import Embedder, Vectors, build_embedder
 from localgate.vector.store import VectorStore
 

@@ -9,7 +9,7 @@ from localgate.config import Settings, load_settings
 from localgate.frontdoor.routes import GeminiMethod, match_route
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.stage import build_detector, new_session
-from localgate.vector.cache import CacheKey, cache_key
+from localgate.vector.cache_keys import CacheKey, cache_key
 
 __all__ = ["GENERATE", "MODEL", "ROUTE", "UPSTREAM_KEY", "Redactor", "ask", "default_settings"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from localgate.config import CacheSettings
-from localgate.vector.cache import cache_key, merge_stream
+from localgate.vector.cache import merge_stream
+from localgate.vector.cache_keys import cache_key
 
 SETTINGS = CacheSettings.model_validate({"semantic": {"enabled": True}})
 

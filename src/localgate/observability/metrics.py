@@ -80,7 +80,9 @@ class GatewayMetrics:
         )
         self.cache_errors = Counter(
             "localgate_cache_errors",
-            "Cache lookups or stores that failed (the request went on as a miss).",
+            "Cache operations that failed, by operation: lookup (the request went on as a "
+            "miss), store (answers not stored, including those dropped because too many "
+            "waited), keys (a key set not loaded or refreshed; lookups ask the store).",
             ("operation",),
             registry=self.registry,
         )

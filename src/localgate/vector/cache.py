@@ -20,20 +20,18 @@ Two layers, both per tenant and per embedding space:
 An entry is served only before its TTL ends and while its model version is the newest
 the gateway has seen from the upstream for that model. A failing store never fails
 the request: the lookup counts as a miss and the error is logged and counted.
+
+The keys are made in ``cache_keys``. Two mechanisms spare lookups a trip to the store:
+the tenant's key sets (``key_sets``) tell an exact miss at once, and the answers this
+gateway stored or read lately (``recent``) serve an exact hit from memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import math
-import re
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,26 +43,18 @@ from localgate.frontdoor.routes import GeminiMethod
 from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 from localgate.upstream.base import UnaryReply
+from localgate.vector.cache_keys import CacheKey, cache_key, is_text_part
 from localgate.vector.embedders import Embedder, Vectors
-from localgate.vector.store import CollectionInfo, VectorStore, VectorStoreUnavailable
+from localgate.vector.key_sets import REFRESH_S, KeySets
+from localgate.vector.recent import RecentAnswers
+from localgate.vector.store import CollectionInfo, VectorStore
 
-__all__ = [
-    "CacheKey",
-    "CacheStats",
-    "VectorCache",
-    "cache_key",
-    "cache_stats",
-    "clear_cache",
-    "last_turn_text",
-    "merge_stream",
-]
+__all__ = ["CacheStats", "VectorCache", "cache_stats", "clear_cache", "merge_stream"]
 
 logger = logging.getLogger("localgate.vector")
 
 _PURPOSE = "cache"
 _CACHEABLE = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENERATE_CONTENT})
-# Placeholders and numbers: the parts of a question a paraphrase must not change.
-_ANCHORS = re.compile(r"\[[A-Z][A-Z0-9_]*_[0-9]+\]|[0-9]+(?:[.,][0-9]+)*")
 # Finish reasons of an answer worth replaying; anything else (SAFETY, RECITATION,
 # MAX_TOKENS, ...) is served once and not kept.
 _COMPLETE = frozenset({"STOP"})
@@ -74,121 +64,6 @@ _PURGE_EVERY = 1000
 _MAX_QUEUED = 10_000
 _CLOSE_WAIT_S = 5.0
 _LINGER_S = 0.25
-# The key sets (``_KeyIndex``). Hex digits of an exact key kept in memory (60 bits).
-_SHORT_KEY_DIGITS = 15
-# Ids per page when a tenant's set is loaded: Chroma sorts the whole collection for
-# each page, so fewer, larger pages are faster (100,000 ids: about 1 s in all).
-_KEY_PAGE = 20_000
-# How often a set asks for the entries created since; it is trusted (its "absent"
-# acted on) for this many refresh intervals after its last refresh started.
-_KEY_REFRESH_S = 5.0
-_KEY_TRUSTED_FOR = 3
-# An entry reaches the store after its ``created`` time (the write's linger, the queue,
-# clock differences between replicas): refreshes look back this far. Later ones are
-# read by the next full reload, which also forgets entries deleted elsewhere.
-_KEY_LATE_S = 60.0
-_KEY_RELOAD_S = 600.0
-# A set's loads and refreshes keep the background thread busy 1/_KEY_REST of the time
-# at most: a slower store is asked less often.
-_KEY_REST = 100
-
-
-@dataclass(slots=True)
-class CacheKey:
-    """What identifies a request to each layer."""
-
-    model: str
-    exact: str
-    fingerprint: str
-    last_turn: str
-    semantic: bool
-    vector: Vectors | None = None
-
-
-def cache_key(
-    body: dict[str, Any],
-    model: str,
-    settings: CacheSettings,
-    kept: Collection[str] = (),
-) -> CacheKey:
-    """The keys of a (redacted) generateContent body.
-
-    ``kept`` are personal data the policy let through in clear (``allow``): like
-    placeholders and numbers, they must be the same, in the same order, for a
-    semantic hit.
-    """
-    exact = _digest({"model": model, "body": body})
-    contents = body.get("contents")
-    turns = contents if isinstance(contents, list) else []
-    last = turns[-1] if turns and isinstance(turns[-1], dict) else {}
-    parts = last.get("parts")
-    parts = parts if isinstance(parts, list) else []
-    last_turn = last_turn_text(body)
-    rest = {name: value for name, value in body.items() if name != "contents"}
-    fingerprint = _digest(
-        {
-            "model": model,
-            "rest": rest,
-            "earlier": turns[:-1],
-            "role": last.get("role"),
-            "other_parts": [part for part in parts if not _is_text(part)],
-            "anchors": _anchors(last_turn, kept),
-        }
-    )
-    return CacheKey(
-        model=model,
-        exact=exact,
-        fingerprint=fingerprint,
-        last_turn=last_turn,
-        semantic=bool(last_turn.strip()) and _replayable(body, settings),
-    )
-
-
-def last_turn_text(body: dict[str, Any]) -> str:
-    """The text parts of the conversation's last turn (thoughts included), joined."""
-    contents = body.get("contents")
-    if not isinstance(contents, list) or not contents or not isinstance(contents[-1], dict):
-        return ""
-    parts = contents[-1].get("parts")
-    if not isinstance(parts, list):
-        return ""
-    return "\n".join(part["text"] for part in parts if _is_text(part))
-
-
-def _anchors(text: str, kept: Collection[str]) -> list[str]:
-    """Placeholders, numbers and values let through, in the order they appear."""
-    found = [(match.start(), match.group()) for match in _ANCHORS.finditer(text)]
-    for value in kept:
-        at = text.find(value)
-        while at >= 0:
-            found.append((at, value))
-            at = text.find(value, at + 1)
-    return [token for _, token in sorted(found)]
-
-
-def _is_text(part: Any) -> bool:
-    return (
-        isinstance(part, dict)
-        and set(part) <= {"text", "thought"}
-        and isinstance(part.get("text"), str)
-    )
-
-
-def _replayable(body: dict[str, Any], settings: CacheSettings) -> bool:
-    config = _field(body, "generationConfig", "generation_config")
-    temperature = config.get("temperature") if isinstance(config, dict) else None
-    # No temperature means the model's default, which samples: not a replay.
-    if not isinstance(temperature, int | float) or temperature > settings.semantic.max_temperature:
-        return False
-    return settings.semantic.allow_tools or not body.get("tools")
-
-
-def _field(body: dict[str, Any], camel: str, snake: str) -> Any:
-    return body.get(camel, body.get(snake))
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def merge_stream(events: list[Any]) -> dict[str, Any]:
@@ -224,268 +99,14 @@ def _merge_content(slot: dict[str, Any], content: dict[str, Any]) -> None:
     parts: list[Any] = merged.setdefault("parts", [])
     for part in content.get("parts") or ():
         previous: dict[str, Any] = parts[-1] if parts else {}
-        if _is_text(part) and _is_text(previous) and previous.get("thought") == part.get("thought"):
+        if (
+            is_text_part(part)
+            and is_text_part(previous)
+            and previous.get("thought") == part.get("thought")
+        ):
             parts[-1] = {**previous, "text": previous["text"] + part["text"]}
         else:
             parts.append(part)
-
-
-class _Recent:
-    """Entries this gateway stored or read lately, in memory, for exact hits.
-
-    A hit among them needs no trip to the store: no thread hop, and no wait behind a
-    Chroma write (which holds reads up for tens of milliseconds). Bounded in number, and
-    in age, so that a ``cache clear`` made through another gateway of a shared server
-    reaches this one within ``max_age_s`` (an embedded store's clear, at once).
-    """
-
-    def __init__(self, size: int = 2048, max_age_s: float = 60.0) -> None:
-        self._size = size
-        self._max_age_s = max_age_s
-        self._entries: OrderedDict[tuple[str, str], tuple[float, dict[str, Any], str]] = (
-            OrderedDict()
-        )
-        self._lock = threading.Lock()  # filled from the store's threads, read on the loop
-
-    def get(self, tenant: str, entry: str) -> tuple[dict[str, Any], str] | None:
-        """The entry's metadata and answer (JSON), if remembered and not too old."""
-        with self._lock:
-            found = self._entries.get((tenant, entry))
-            if found is None:
-                return None
-            if time.monotonic() - found[0] > self._max_age_s:
-                del self._entries[(tenant, entry)]
-                return None
-            self._entries.move_to_end((tenant, entry))
-            return found[1], found[2]
-
-    def put(self, tenant: str, entry: str, metadata: dict[str, Any], document: str) -> None:
-        """Remember an entry, forgetting the least recently used beyond the size."""
-        with self._lock:
-            self._entries[(tenant, entry)] = (time.monotonic(), metadata, document)
-            self._entries.move_to_end((tenant, entry))
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget everything."""
-        with self._lock:
-            self._entries.clear()
-
-    def forget(self, tenant: str) -> None:
-        """Forget one tenant's entries (its cache was cleared)."""
-        with self._lock:
-            for remembered in [key for key in self._entries if key[0] == tenant]:
-                del self._entries[remembered]
-
-
-def _short_key(entry: str) -> int | None:
-    """An exact key as the key sets hold it: its first 60 bits (None: not a hex digest).
-
-    An int under 2**60 takes 32 bytes; two keys sharing 60 bits only cost a store trip.
-    """
-    try:
-        return int(entry[:_SHORT_KEY_DIGITS], 16)
-    except ValueError:
-        return None
-
-
-def _short_keys(entries: Iterable[str]) -> set[int]:
-    return {short for short in map(_short_key, entries) if short is not None}
-
-
-@dataclass(slots=True)
-class _KeySet:
-    """The exact keys in one tenant's cache collection, as this gateway last read them."""
-
-    keys: set[int] | None = None  # None until the first load is complete
-    collection: str = ""  # the id of the collection they were read from
-    loading: set[int] | None = None  # what a load in progress has read so far
-    refreshed_at: float = -math.inf  # monotonic: when the last load or refresh started
-    since: float = 0.0  # wall clock: the next refresh asks for entries created from here
-    refresh_due: float = -math.inf  # monotonic
-    reload_due: float = -math.inf  # monotonic
-    pause_s: float = _KEY_REFRESH_S
-    task: asyncio.Task[None] | None = None
-
-    def add(self, shorts: set[int]) -> None:
-        """Note keys that are in the store."""
-        if self.keys is not None:
-            self.keys |= shorts
-        if self.loading is not None:
-            self.loading |= shorts
-
-    def discard(self, short: int) -> None:
-        """Drop a key the store turned out not to hold."""
-        for keys in (self.keys, self.loading):
-            if keys is not None:
-                keys.discard(short)
-
-
-class _KeyIndex:
-    """Per tenant, the exact keys in the store, so that a miss needs no trip to it.
-
-    A tenant's set is loaded on the background thread on its first lookup (ids only, in
-    pages); it then learns this gateway's writes, and every few seconds asks the store for
-    the entries created since the last time, so entries written by other replicas of a
-    shared Chroma server are found too. Only "absent" is acted on: a present key is still
-    fetched. A key missing by mistake costs a miss (the answer is then stored again); one
-    kept by mistake costs a fetch, after which it is dropped. A set that has not been
-    refreshed lately (an idle tenant), or not loaded yet, is not used: the store is asked.
-    """
-
-    def __init__(
-        self,
-        store: VectorStore,
-        collection: Callable[[str], Any],
-        metrics: GatewayMetrics,
-        cleared: Callable[[str], None],
-        refresh_s: float,
-    ) -> None:
-        self._store = store
-        self._collection = collection
-        self._metrics = metrics
-        self._cleared = cleared
-        self._refresh_s = refresh_s
-        self._sets: dict[str, _KeySet] = {}
-
-    def maintain(self, tenant: str) -> None:
-        """Start loading or refreshing the tenant's set, when that is due (on its lookups)."""
-        keys = self._sets.get(tenant)
-        if keys is None:
-            keys = self._sets[tenant] = _KeySet(pause_s=self._refresh_s)
-        if keys.task is not None and not keys.task.done():
-            return
-        now = time.monotonic()
-        if keys.keys is None or now >= keys.reload_due:
-            if now >= keys.refresh_due:  # after a failure, no sooner than a refresh
-                keys.task = asyncio.get_running_loop().create_task(self._load(tenant, keys))
-        elif now >= keys.refresh_due:
-            keys.task = asyncio.get_running_loop().create_task(self._refresh(tenant, keys))
-
-    def holds(self, tenant: str, entry: str) -> bool | None:
-        """Whether the tenant's store may hold ``entry``; None when the set cannot tell."""
-        keys = self._sets.get(tenant)
-        if keys is None or keys.keys is None:
-            return None
-        if time.monotonic() - keys.refreshed_at > _KEY_TRUSTED_FOR * keys.pause_s:
-            return None  # not refreshed lately: entries of other replicas may be missing
-        return _short_key(entry) in keys.keys
-
-    def add(self, tenant: str, entries: Iterable[str]) -> None:
-        """Note entries this gateway wrote."""
-        keys = self._sets.get(tenant)
-        if keys is not None:  # else its load will read them
-            keys.add(_short_keys(entries))
-
-    def discard(self, tenant: str, entry: str) -> None:
-        """Drop an entry the store turned out not to hold."""
-        keys, short = self._sets.get(tenant), _short_key(entry)
-        if keys is not None and short is not None:
-            keys.discard(short)
-
-    def size(self, tenant: str) -> int | None:
-        """How many keys the tenant's set holds; None until it is loaded."""
-        keys = self._sets.get(tenant)
-        return None if keys is None or keys.keys is None else len(keys.keys)
-
-    def refresh_soon(self) -> None:
-        """Another process changed the store: refresh every set on its next lookup."""
-        for keys in self._sets.values():
-            keys.refresh_due = -math.inf
-
-    async def load(self, tenant: str) -> int:
-        """Load the tenant's set now, after any load or refresh under way; its size."""
-        keys = self._sets.setdefault(tenant, _KeySet(pause_s=self._refresh_s))
-        if keys.task is not None and not keys.task.done():
-            await asyncio.shield(keys.task)
-        keys.task = asyncio.get_running_loop().create_task(self._load(tenant, keys))
-        await asyncio.shield(keys.task)
-        return len(keys.keys or ())
-
-    async def close(self) -> None:
-        """Stop loading and refreshing."""
-        tasks = [keys.task for keys in self._sets.values() if keys.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _load(self, tenant: str, keys: _KeySet) -> None:
-        """Read every id of the tenant's collection, then use the new set."""
-        started, wall = time.monotonic(), time.time()
-        found: set[int] = set()
-        keys.loading = found  # this gateway's writes meanwhile are added to it
-        try:
-            collection = await self._read_all(tenant, found)
-        except VectorStoreUnavailable as exc:
-            self._failed(keys, "be loaded", exc.reason)
-            return
-        finally:
-            keys.loading = None
-        if keys.collection and collection != keys.collection:
-            self._cleared(tenant)
-        keys.keys, keys.collection = found, collection
-        keys.refreshed_at, keys.since = started, wall - _KEY_LATE_S
-        took = time.monotonic() - started
-        keys.reload_due = started + max(_KEY_RELOAD_S, _KEY_REST * took)
-        keys.refresh_due = started + keys.pause_s
-
-    async def _read_all(self, tenant: str, found: set[int]) -> str:
-        """Read the ids of the tenant's collection into ``found``, page by page; its id."""
-        collection, offset = "", 0
-        while True:
-            ident, entries = await self._store.background(self._ids, tenant, offset)
-            if offset and ident != collection:
-                # Dropped and made again between two pages: start again on the new one.
-                found.clear()
-                collection, offset = ident, 0
-                continue
-            collection = ident
-            found |= _short_keys(entries)
-            if len(entries) < _KEY_PAGE:
-                return collection
-            offset += _KEY_PAGE
-
-    async def _refresh(self, tenant: str, keys: _KeySet) -> None:
-        """Add the entries created since the last refresh; notice a cleared collection."""
-        started, wall = time.monotonic(), time.time()
-        try:
-            collection, entries = await self._store.background(
-                self._created_since, tenant, keys.since
-            )
-        except VectorStoreUnavailable as exc:
-            self._failed(keys, "be refreshed", exc.reason)
-            return
-        if collection != keys.collection:
-            # Dropped and made again since the last refresh (``localgate cache clear``, here
-            # or on another replica): what it holds was created since, and has just been read.
-            keys.keys, keys.collection = set(), collection
-            self._cleared(tenant)
-        keys.add(_short_keys(entries))
-        keys.refreshed_at, keys.since = started, wall - _KEY_LATE_S
-        took = time.monotonic() - started
-        keys.pause_s = max(self._refresh_s, _KEY_REST * took)
-        keys.refresh_due = started + keys.pause_s
-
-    def _failed(self, keys: _KeySet, what: str, reason: str) -> None:
-        """Count and log a failure, and try again a refresh interval later."""
-        logger.warning("cache: a key set could not %s: %s", what, reason)
-        self._metrics.cache_errors.labels("keys").inc()
-        keys.refresh_due = time.monotonic() + keys.pause_s
-
-    # -- on the store's background thread -------------------------------------
-
-    def _ids(self, tenant: str, offset: int) -> tuple[str, list[str]]:
-        """One page of the collection's ids, and the collection's id."""
-        collection = self._collection(tenant)
-        found = collection.get(include=[], limit=_KEY_PAGE, offset=offset)
-        return str(collection.id), list(found["ids"])
-
-    def _created_since(self, tenant: str, since: float) -> tuple[str, list[str]]:
-        """The ids of the entries created at ``since`` or later, and the collection's id."""
-        collection = self._collection(tenant)
-        found = collection.get(where={"created": {"$gte": since}}, include=[])
-        return str(collection.id), list(found["ids"])
 
 
 @dataclass(slots=True)
@@ -534,7 +155,7 @@ class VectorCache:
         embedder: Embedder,
         metrics: GatewayMetrics,
         *,
-        key_refresh_s: float = _KEY_REFRESH_S,
+        key_refresh_s: float = REFRESH_S,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -550,8 +171,8 @@ class VectorCache:
         self._queue: list[_Entry] = []
         self._draining: asyncio.Task[None] | None = None
         self._stored: dict[str, int] = {}
-        self._recent = _Recent()
-        self._keys = _KeyIndex(store, self._collection, metrics, self._recent.forget, key_refresh_s)
+        self._recent = RecentAnswers()
+        self._keys = KeySets(store, self._collection, metrics, self._recent.forget, key_refresh_s)
         self._generation = store.disk_generation()
 
     # -- request path --------------------------------------------------------

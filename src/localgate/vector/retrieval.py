@@ -26,7 +26,7 @@ from localgate.frontdoor.routes import GeminiMethod
 from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 from localgate.pipeline.stages import RedactionStage
-from localgate.vector.cache import last_turn_text
+from localgate.vector.cache_keys import last_turn_text
 from localgate.vector.library import Library, Passage
 from localgate.vector.store import VectorStore, check_collection_name
 
