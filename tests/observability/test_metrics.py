@@ -22,6 +22,26 @@ def test_model_labels_are_capped() -> None:
     )
 
 
+def test_request_latency_histogram_counts_each_request_once_up_to_its_bucket() -> None:
+    metrics = GatewayMetrics()
+    for seconds in (0.003, 0.005, 0.04, 400.0):  # 0.005 lies on a bound: counted in it
+        metrics.observe("generateContent", "models/m", 200, seconds)
+    metrics.observe("countTokens", "models/m", 429, 0.001)
+    lines = set(metrics.render().decode().splitlines())
+
+    labels = 'model="models/m",route="generateContent",status="200"'
+    assert f"localgate_requests_total{{{labels}}} 4.0" in lines
+    assert f'localgate_request_duration_seconds_bucket{{le="0.005",{labels}}} 2.0' in lines
+    assert f'localgate_request_duration_seconds_bucket{{le="0.01",{labels}}} 2.0' in lines
+    assert f'localgate_request_duration_seconds_bucket{{le="0.05",{labels}}} 3.0' in lines
+    assert f'localgate_request_duration_seconds_bucket{{le="300.0",{labels}}} 3.0' in lines
+    assert f'localgate_request_duration_seconds_bucket{{le="+Inf",{labels}}} 4.0' in lines
+    assert f"localgate_request_duration_seconds_count{{{labels}}} 4.0" in lines
+    assert f"localgate_request_duration_seconds_sum{{{labels}}} 400.048" in lines
+    other = 'model="models/m",route="countTokens",status="429"'
+    assert f"localgate_requests_total{{{other}}} 1.0" in lines
+
+
 def test_access_log_survives_rotation(tmp_path: Path) -> None:
     log = AccessLog(tmp_path / "access.log")
     log.write({"n": 1})

@@ -86,12 +86,13 @@ class TrailAudit:
             fields["upstream"] = ctx.upstream
         if ctx.model_version:
             fields["model_version"] = ctx.model_version
-        if ctx.usage is not None:
+        usage = ctx.usage
+        if usage is not None:
             fields["usage"] = {
-                "prompt": ctx.usage.prompt,
-                "candidates": ctx.usage.candidates,
-                "thoughts": ctx.usage.thoughts,
-                "total": ctx.usage.total,
+                "prompt": usage.prompt,
+                "candidates": usage.candidates,
+                "thoughts": usage.thoughts,
+                "total": usage.total,
             }
         answer = b"[" + b",".join(ctx.answer_events) + b"]" if ctx.answer_events else None
         record = PendingRecord(

@@ -349,11 +349,12 @@ def _finish(
         record["cache"] = ctx.cache_status
     if ctx.model_version:
         record["model_version"] = ctx.model_version
-    if ctx.usage:
+    usage = ctx.usage
+    if usage:
         record["usage"] = {
-            "prompt_tokens": ctx.usage.prompt,
-            "candidates_tokens": ctx.usage.candidates,
-            "thoughts_tokens": ctx.usage.thoughts,
-            "total_tokens": ctx.usage.total,
+            "prompt_tokens": usage.prompt,
+            "candidates_tokens": usage.candidates,
+            "thoughts_tokens": usage.thoughts,
+            "total_tokens": usage.total,
         }
     services.access_log.write(record)

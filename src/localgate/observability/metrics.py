@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from bisect import bisect_left
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics"]
 
@@ -22,19 +25,8 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._requests = Counter(
-            "localgate_requests",
-            "Requests answered, by route, model and HTTP status.",
-            ("route", "model", "status"),
-            registry=self.registry,
-        )
-        self._latency = Histogram(
-            "localgate_request_duration_seconds",
-            "Time from request to the end of the answer (whole stream for streams).",
-            ("route", "model", "status"),
-            buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self._requests = _RequestSeries(_LATENCY_BUCKETS)
+        self.registry.register(self._requests)
         # Counted in a plain int, read when scraped: the gauge's lock would be taken
         # twice per request for a number nobody reads in between.
         self.in_flight = 0
@@ -92,20 +84,18 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self._models: set[str] = set()
-        # Label lookups cost more than the update; keep the children of busy series.
-        self._series: dict[tuple[str, str | None, int], tuple[Any, Any]] = {}
+        # Label spelling costs more than the count; remember it for busy series.
+        self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}
 
     def observe(self, route: str, model: str | None, status: int, seconds: float) -> None:
         """Count one finished request."""
         key = (route, model, status)
-        series = self._series.get(key)
-        if series is None:
+        labels = self._labels.get(key)
+        if labels is None:
             labels = (route, self._model_label(model), str(status))
-            series = (self._requests.labels(*labels), self._latency.labels(*labels))
-            if len(self._series) < _MAX_CACHED_SERIES:
-                self._series[key] = series
-        series[0].inc()
-        series[1].observe(seconds)
+            if len(self._labels) < _MAX_CACHED_SERIES:
+                self._labels[key] = labels
+        self._requests.observe(labels, seconds)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
@@ -120,3 +110,55 @@ class GatewayMetrics:
             self._models.add(model)
             return model
         return "other"
+
+
+class _RequestSeries(Collector):
+    """``localgate_requests_total`` and ``localgate_request_duration_seconds``.
+
+    Counted in plain numbers and turned into metric families when scraped. Both are
+    updated once per request, and prometheus_client's own counter and histogram take a
+    lock per update (four per request): counting is done on the event loop's thread,
+    and so is the scrape, so no lock is needed.
+    """
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        # Per label set: requests per bucket (the last one past the largest bound), then
+        # the sum of their durations.
+        self._series: dict[tuple[str, str, str], list[float]] = {}
+
+    def observe(self, labels: tuple[str, str, str], seconds: float) -> None:
+        """Count one request of ``seconds``."""
+        counts = self._series.get(labels)
+        if counts is None:
+            counts = self._series[labels] = [0] * (len(self._bounds) + 2)
+        counts[bisect_left(self._bounds, seconds)] += 1  # a bucket counts values <= its bound
+        counts[-1] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        """The two metric families, as Prometheus reads them."""
+        names = ("route", "model", "status")
+        requests = CounterMetricFamily(
+            "localgate_requests",
+            "Requests answered, by route, model and HTTP status.",
+            labels=names,
+        )
+        latency = HistogramMetricFamily(
+            "localgate_request_duration_seconds",
+            "Time from request to the end of the answer (whole stream for streams).",
+            labels=names,
+        )
+        for labels, counts in list(self._series.items()):
+            cumulative, buckets = 0.0, []
+            for bound, count in zip((*self._bounds, float("inf")), counts[:-1], strict=True):
+                cumulative += count
+                buckets.append((_bound(bound), cumulative))
+            requests.add_metric(labels, cumulative)
+            latency.add_metric(labels, buckets, sum_value=counts[-1])
+        yield requests
+        yield latency
+
+
+def _bound(value: float) -> str:
+    """A bucket's ``le`` label as prometheus_client writes it."""
+    return "+Inf" if value == float("inf") else repr(float(value))

@@ -64,7 +64,9 @@ class RequestContext:
     principal: Principal | None = None
     body: Any = None
     upstream: str | None = None
-    usage: TokenUsage | None = None
+    # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only
+    # by those who record it, once per request rather than once per stream event.
+    usage_metadata: dict[str, Any] | None = None
     model_version: str | None = None
     # Owned by the redaction stage: the request's placeholder table lives here and
     # nowhere else, and dies with the request.
@@ -96,13 +98,18 @@ class RequestContext:
     # The answer as the upstream sent it (placeholders, not values), for the audit record.
     answer_events: list[bytes] = field(default_factory=list)
 
+    @property
+    def usage(self) -> TokenUsage | None:
+        """Token counts of the answer, if it gave any."""
+        return TokenUsage.from_metadata(self.usage_metadata)
+
     def observe_answer(self, answer: Any) -> None:
         """Note usage and model version from a response or stream event (the last one wins)."""
         if not isinstance(answer, dict):
             return
-        usage = TokenUsage.from_metadata(answer.get("usageMetadata"))
-        if usage is not None:
-            self.usage = usage
+        metadata = answer.get("usageMetadata")
+        if isinstance(metadata, dict):
+            self.usage_metadata = metadata
         version = answer.get("modelVersion")
         if isinstance(version, str):
             self.model_version = version
