@@ -12,17 +12,23 @@ common first names. How well this works is measured in docs/redaction-quality.md
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from functools import cache
-from itertools import compress, count
+from itertools import accumulate
 from operator import itemgetter
 
 from localgate.redaction.findings import Finding
-from localgate.redaction.recognizers import Scan, matches_at, occurrences
+from localgate.redaction.recognizers import Prefilters, Scan, matches_at, occurrences
 
 __all__ = ["NameRecognizer"]
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+# What str.isspace and \s (in a str pattern) call whitespace.
+_WHITESPACE_CHARS = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 # The most common single-character surnames (covering well over 90% of the population)
 # and the compound surnames still in use.
@@ -114,25 +120,24 @@ _CAP = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
 _EN_CANDIDATE = re.compile(
     r"[A-Z](?<![A-Za-z][A-Z])[a-z]+(?:[-'][A-Z][a-z]+)?(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
 )
-_TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?\s+$")
 _EN_CUES = frozenset(
     {"name", "customer", "patient", "client", "employee", "contact", "dear", "signed", "attn",
      "applicant", "cardholder", "insured", "tenant", "guest", "passenger", "user"}
 )  # fmt: skip
-_CUE_BEFORE = re.compile(
-    r"\b(?:name|customer|patient|client|employee|contact|dear|signed|attn|applicant|"
-    r"cardholder|insured|tenant|guest|passenger|user)\b[\s:,-]+$"
-)
 _FIRST_NAMES = frozenset(_EN_FIRST_NAMES.split("|"))
-_TITLES = frozenset({"Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam", "Dear"})
+_TITLE_WORDS = ("Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam")
+_TITLES = frozenset({*_TITLE_WORDS, "Dear"})
 _EN_NOT_SURNAMES = frozenset(
     {"Street", "Road", "Avenue", "Lane", "Drive", "Team", "Support", "Inc", "Ltd", "Corp", "Monday",
      "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "The", "And", "From"}
 )  # fmt: skip
+_STREET_TYPES = (
+    "Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Parkway|Pkwy|"
+    "Place|Pl|Square|Sq|Terrace|Highway|Hwy|Circle|Trail"
+)
 _EN_ADDRESS = re.compile(
     r"[0-9](?<![0-9A-Za-z][0-9])[0-9]{0,5}\s+(?:[A-Z][A-Za-z]+\s+){1,4}"
-    r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Parkway|Pkwy|"
-    r"Place|Pl|Square|Sq|Terrace|Highway|Hwy|Circle|Trail)\b\.?"
+    r"(?:" + _STREET_TYPES + r")\b\.?"
     r"(?:,?\s+(?:Suite|Ste|Apt|Unit|Floor|Fl|#)\.?\s*[A-Za-z0-9-]+)?"
     r"(?:,\s+[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2})?"
     r"(?:,\s+[A-Z]{2}(?:\s+\d{5}(?:-\d{4})?)?)?"
@@ -142,13 +147,55 @@ _EN_ADDRESS = re.compile(
 class NameRecognizer:
     """Finds PERSON and CN_ADDRESS spans."""
 
+    def __init__(self) -> None:
+        self._gates = _gates()
+
     def find(self, scan: Scan) -> Iterator[Finding]:
         """Names and addresses in the text."""
         text = scan.folded
-        if _CJK.search(text):
-            yield from _chinese(text)
-        if re.search(r"[A-Z][a-z]", text):
-            yield from _english(text)
+        # One RE2 pass says which rules can find anything at all; most texts need few.
+        gates = self._gates.hits(text)
+        if _GATE_CJK in gates:
+            yield from _chinese(
+                text,
+                _cjk_lines(text),
+                cued=_GATE_CUE in gates,
+                titled=_GATE_TITLE in gates,
+                compound=_GATE_COMPOUND in gates,
+            )
+        if _GATE_EN_NAME in gates:
+            yield from _english_people(text)
+        if _GATE_EN_ADDRESS in gates:
+            yield from _english_addresses(text)
+
+
+# Python's \s (str patterns) as an RE2 class: RE2's own \s is ASCII only.
+_WHITESPACE = "[" + "".join(f"\\x{{{ord(char):x}}}" for char in _WHITESPACE_CHARS) + "]"
+_GATE_CJK, _GATE_CUE, _GATE_TITLE, _GATE_COMPOUND, _GATE_EN_NAME, _GATE_EN_ADDRESS = range(6)
+
+
+@cache
+def _gates() -> Prefilters:
+    """For each rule, an RE2 pattern that matches wherever the rule finds something.
+
+    Each is implied by its rule (weaker, never stronger): a text it does not match has
+    nothing for that rule, so skipping the rule there changes no finding.
+    """
+    return Prefilters(
+        (
+            r"[\x{4e00}-\x{9fff}]",
+            "|".join(_NAME_CUES),
+            "|".join(_TITLES_AFTER),
+            "|".join(sorted(_COMPOUND_SURNAMES)),
+            # A title right before a capitalised word, or two capitalised words in a row
+            # (an initial may stand between): what _english_people needs.
+            r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
+            r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
+            # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
+            r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
+            r"(?:" + _STREET_TYPES + r")\b",
+        )
+    )
 
 
 @cache
@@ -158,32 +205,101 @@ def _tagger() -> object:
     return rjieba
 
 
-def _tokens(text: str) -> list[tuple[int, int, str, str]]:
-    """(start, end, word, tag) for every jieba token, with offsets into ``text``."""
-    tagged: list[tuple[str, str]] = _tagger().tag(text)  # type: ignore[attr-defined]
-    tokens = []
-    position = 0
-    if sum(len(word) for word, _ in tagged) == len(text):
-        # The usual case: the words are the text, cut into pieces.
-        for word, tag in tagged:
-            end = position + len(word)
-            tokens.append((position, end, word, tag))
-            position = end
-        return tokens
-    for word, tag in tagged:
-        start = text.find(word, position)
-        if start < 0:  # the tagger changed the text somehow; resynchronise on the next word
-            continue
-        position = start + len(word)
-        tokens.append((start, position, word, tag))
-    return tokens
+def _cjk_lines(text: str) -> list[tuple[int, int]]:
+    """The stretches of whole lines (each with its newline) that hold Chinese characters.
+
+    jieba cuts at every newline (a newline is a word of its own), so segmenting these
+    lines alone gives the words it gives for them in the whole text; every Chinese
+    rule needs a Chinese character, and no address runs on through a newline. Lines
+    without one (English prose, logs, JSON) are not segmented at all.
+    """
+    lines: list[tuple[int, int]] = []
+    found = _CJK.search(text)
+    while found is not None:
+        at = found.start()
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at) + 1 or len(text)
+        if lines and lines[-1][1] == start:
+            lines[-1] = (lines[-1][0], end)
+        else:
+            lines.append((start, end))
+        found = _CJK.search(text, end)
+    return lines
 
 
-def _chinese(text: str) -> Iterator[Finding]:
-    tokens = _tokens(text)
-    yield from _chinese_people(tokens)
-    yield from _cued_people(text, tokens)
-    yield from _chinese_addresses(tokens)
+class _Words:
+    """jieba's words and part-of-speech tags, with their offsets into the text.
+
+    A text holds hundreds of words and the rules want a handful (names, place words and
+    what follows them): those are picked out in C, from one string of all the tags,
+    instead of visiting every word in Python.
+    """
+
+    __slots__ = ("_tag_text", "starts", "tagged")
+
+    def __init__(self, text: str, stretches: list[tuple[int, int]]) -> None:
+        tag = _tagger().tag  # type: ignore[attr-defined]
+        self.tagged: list[tuple[str, str]] = []
+        self.starts: list[int] = []  # where each word starts in the text
+        for low, high in stretches:
+            part = text[low:high]
+            tagged: list[tuple[str, str]] = tag(part)
+            starts = list(accumulate(map(len, map(_WORD, tagged)), initial=low))
+            if starts.pop() == high:
+                # The usual case: the words are the text, cut into pieces.
+                self.tagged += tagged
+                self.starts += starts
+                continue
+            position = 0
+            for word, word_tag in tagged:
+                start = part.find(word, position)
+                if start < 0:  # the tagger changed the text somehow; resynchronise
+                    continue
+                position = start + len(word)
+                self.tagged.append((word, word_tag))
+                self.starts.append(low + start)
+        self._tag_text = " " + " ".join(map(_TAG, self.tagged)) + " "
+
+    def tagged_as(self, tags: re.Pattern[str]) -> list[int]:
+        """Indices of the words whose tag matches ``tags`` (between spaces), in order."""
+        found = []
+        index = position = 0
+        tag_text = self._tag_text
+        for match in tags.finditer(tag_text):
+            index += tag_text.count(" ", position, match.start())
+            position = match.start()
+            found.append(index)
+        return found
+
+    def index_at(self, offset: int) -> int | None:
+        """The index of the word that starts at ``offset``, if one does."""
+        index = bisect_left(self.starts, offset)
+        return index if index < len(self.starts) and self.starts[index] == offset else None
+
+    def end(self, index: int) -> int:
+        """Where word ``index`` ends."""
+        return self.starts[index] + len(self.tagged[index][0])
+
+
+_WORD = itemgetter(0)
+_TAG = itemgetter(1)
+_NAME_TAG_TEXT = re.compile(r" (?:nr|nrfg|nrt)(?= )")
+_PLACE_TAG_TEXT = re.compile(r" ns(?= )")
+_COMPOUND = re.compile("|".join(sorted(_COMPOUND_SURNAMES)))
+
+
+def _chinese(
+    text: str,
+    stretches: list[tuple[int, int]],
+    cued: bool = True,
+    titled: bool = True,
+    compound: bool = True,
+) -> Iterator[Finding]:
+    words = _Words(text, stretches)
+    yield from _chinese_people(text, words, compound)
+    if cued or titled:
+        yield from _cued_people(text, words, cued, titled)
+    yield from _chinese_addresses(words)
 
 
 @cache
@@ -200,30 +316,31 @@ def _cued_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return after_cue, before_title
 
 
-def _cued_people(text: str, tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
+def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator[Finding]:
     """Names the segmenter missed, found by a role before them or a title after them."""
-    word_starts: set[int] | None = None  # made for the first match: most texts have none
     after_cue, before_title = _cued_patterns()
     # A name before a title starts two to four characters before it (a surname of one
     # or two, a given name of one or two): the pattern is tried only there, not at every
     # surname character.
-    titled = {
-        at - length
-        for at in occurrences(text, _TITLES_AFTER)
-        for length in (2, 3, 4)
-        if at >= length
-    }
+    title_starts = (
+        {
+            at - length
+            for at in occurrences(text, _TITLES_AFTER)
+            for length in (2, 3, 4)
+            if at >= length
+        }
+        if titled
+        else set()
+    )
     for matches, score in (
-        (after_cue.finditer(text), 0.85),
-        (matches_at(before_title, text, sorted(titled)), 0.8),
+        (after_cue.finditer(text) if cued else (), 0.85),
+        (matches_at(before_title, text, sorted(title_starts)), 0.8),
     ):
         for match in matches:
             name = match.group(1)
             start = match.start(1)
             # A name starts a word: 担任产品经理 has no 任产品 in it.
-            if word_starts is None:
-                word_starts = {token[0] for token in tokens}
-            if start not in word_starts:
+            if words.index_at(start) is None:
                 continue
             while len(name) > 2 and name[-1] in _GLUED:
                 name = name[:-1]
@@ -234,14 +351,30 @@ def _cued_people(text: str, tokens: list[tuple[int, int, str, str]]) -> Iterator
             yield Finding(start, start + len(name), "PERSON", score)
 
 
-def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
-    for index, (start, end, word, tag) in enumerate(tokens):
+def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator[Finding]:
+    tagged = words.tagged
+    # Only words tagged as names and compound surnames (if the text has one) can start a
+    # name; they are picked out in C, and the loop below visits them alone, in order.
+    candidates = words.tagged_as(_NAME_TAG_TEXT)
+    if compound:
+        # No compound surname ends with another's first character: the matches are
+        # every occurrence.
+        compounds = (words.index_at(match.start()) for match in _COMPOUND.finditer(text))
+        candidates = sorted({*candidates, *(index for index in compounds if index is not None)})
+    for index in candidates:
+        word, tag = tagged[index]
+        start = words.starts[index]
+        end = start + len(word)
         # jieba splits compound surnames off as place words: 欧阳 + 娜娜.
-        if word in _COMPOUND_SURNAMES and index + 1 < len(tokens):
-            next_start, next_end, next_word, next_tag = tokens[index + 1]
-            joined = next_start == end and 1 <= len(next_word) <= 2 and _CJK.match(next_word)
+        if word in _COMPOUND_SURNAMES and index + 1 < len(tagged):
+            next_word, next_tag = tagged[index + 1]
+            joined = (
+                1 <= len(next_word) <= 2
+                and _CJK.match(next_word) is not None
+                and words.starts[index + 1] == end
+            )
             if joined and next_tag not in ("x", "uj", "ul", "p", "c", "d", "r", "v"):
-                yield Finding(start, next_end, "PERSON", 0.85)
+                yield Finding(start, end + len(next_word), "PERSON", 0.85)
                 continue
         if tag not in _NAME_TAGS:
             continue
@@ -256,29 +389,32 @@ def _chinese_people(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding
             yield Finding(start, end, "PERSON", 0.8 if len(word) > 2 else 0.75)
 
 
-def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Finding]:
-    index = 0  # the first token not yet inside an address
+def _chinese_addresses(words: _Words) -> Iterator[Finding]:
+    tagged = words.tagged
+    index = 0  # the first word not yet inside an address
     # An address starts at a place word: the others are skipped without a Python loop.
-    for place in compress(count(), map("ns".__eq__, map(itemgetter(3), tokens))):
+    for place in words.tagged_as(_PLACE_TAG_TEXT):
         if place < index:
             continue
         index = place
-        start, _, word, _ = tokens[index]
+        word = tagged[index][0]
         if not (word.endswith(_ADMIN_SUFFIXES) or word.startswith(_PROVINCES)):
             index += 1
             continue
+        starts = words.starts
+        start = starts[index]
         last_ending = None
         cursor = index + 1
-        while cursor < len(tokens):
-            _, token_end, token_word, _ = tokens[cursor]
-            if token_end - start > _MAX_ADDRESS:
+        while cursor < len(tagged):
+            token_word = tagged[cursor][0]
+            if starts[cursor] + len(token_word) - start > _MAX_ADDRESS:
                 break
             # Road and building names take every part of speech (高新路, 珞喻路, 五常大道):
             # any word or number continues the address; the span is cut back to its
             # last address-ending word afterwards.
             addressy = (
-                _CJK.match(token_word) is not None
-                or token_word.isalnum()
+                token_word.isalnum()
+                or _CJK.match(token_word) is not None
                 or token_word in _ADDRESS_JOINERS
             )
             if not addressy or token_word in _ADDRESS_STOPS:
@@ -287,13 +423,13 @@ def _chinese_addresses(tokens: list[tuple[int, int, str, str]]) -> Iterator[Find
                 last_ending = cursor
             cursor += 1
         if last_ending is not None:
-            yield Finding(start, tokens[last_ending][1], "CN_ADDRESS", 0.85)
+            yield Finding(start, words.end(last_ending), "CN_ADDRESS", 0.85)
             index = last_ending + 1
         else:
             index += 1
 
 
-def _english(text: str) -> Iterator[Finding]:
+def _english_people(text: str) -> Iterator[Finding]:
     for match in _EN_CANDIDATE.finditer(text):
         words = [word for word in match.group().split(" ") if not word.endswith(".")]
         offset = 0
@@ -307,13 +443,37 @@ def _english(text: str) -> Iterator[Finding]:
             continue
         start = match.start() + offset
         before = text[max(0, start - 16) : start]
-        # A title vouches even for one word ("Mr. Smith"); otherwise two or more words,
-        # the first a common first name or right after a cue word ("customer: …").
-        titled = _TITLE_BEFORE.search(before) is not None
-        named = words[0] in _FIRST_NAMES or _CUE_BEFORE.search(before.lower()) is not None
-        if not titled and (len(words) < 2 or not named):
+        # Two or more words, the first a common first name or right after a cue word
+        # ("customer: …"); or a title, which vouches even for one word ("Mr. Smith").
+        named = len(words) > 1 and (words[0] in _FIRST_NAMES or _after_cue(before.lower()))
+        if not named and not _after_title(before):
             continue
         end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
         yield Finding(start, end, "PERSON", 0.8)
+
+
+def _after_title(before: str) -> bool:
+    """Whether ``before`` ends in a title and whitespace (``Mr. ``, ``Dr ``)."""
+    title = before.rstrip()
+    return len(title) < len(before) and _ends_in_word(title.removesuffix("."), _TITLE_WORDS)
+
+
+def _after_cue(before: str) -> bool:
+    """Whether ``before`` (lower-cased) ends in a cue word and a separator (``customer: ``)."""
+    cue = before.rstrip(_WHITESPACE_CHARS + ":,-")
+    return len(cue) < len(before) and _ends_in_word(cue, _EN_CUES)
+
+
+def _ends_in_word(text: str, words: Iterable[str]) -> bool:
+    """Whether ``text`` ends in one of ``words``, and not in the middle of a longer word."""
+    for word in words:
+        if text.endswith(word):
+            previous = text[-len(word) - 1 : -len(word)]
+            if not (previous.isalnum() or previous == "_"):
+                return True
+    return False
+
+
+def _english_addresses(text: str) -> Iterator[Finding]:
     for match in _EN_ADDRESS.finditer(text):
         yield Finding(match.start(), match.end(), "CN_ADDRESS", 0.85)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import re2
@@ -29,8 +30,18 @@ __all__ = [
 
 # How far before (and after) a match a context word is looked for, in characters.
 _CONTEXT_WINDOW = 24
-_B = r"(?<![0-9A-Za-z])"  # nothing alphanumeric just before
 _E = r"(?![0-9A-Za-z])"  # nothing alphanumeric just after
+
+
+def _first(char: str, not_after: str = "[0-9A-Za-z]") -> str:
+    """``char`` (a character or a one-character class), not right after ``not_after``.
+
+    The look-behind comes after the character, not before it: ``re`` skips in C to
+    where a pattern's first character can match, but tries a pattern that begins with a
+    look-behind at every position of the text (measured: 23 against 10 us for the
+    resident-ID pattern over a 2 KB prompt's windows). The matches are the same.
+    """
+    return f"{char}(?<!{not_after}{char})"
 
 
 class Prefilters:
@@ -199,10 +210,9 @@ class PatternRecognizer:
             windows = scan.windows_for(self.prefilter)
             if self.requires_context:
                 # A window with no context word around it has no match to keep.
+                context = _any_of(self.context)
                 windows = tuple(
-                    window
-                    for window in windows
-                    if any(word in scan.surroundings(window) for word in self.context)
+                    window for window in windows if context.search(scan.surroundings(window))
                 )
             return [match for low, high in windows for match in pattern.finditer(folded, low, high)]
         if self.starts is None:
@@ -213,9 +223,19 @@ class PatternRecognizer:
 def _has_context(
     folded: str, start: int, end: int, words: tuple[str, ...], window: int = _CONTEXT_WINDOW
 ) -> bool:
-    before = folded[max(0, start - window) : start].lower()
-    after = folded[end : end + 8].lower() if end > start else ""
-    return any(word in before or word in after for word in words)
+    """Whether one of ``words`` is in the ``window`` characters before ``start`` or the 8
+    after ``end`` (lower-cased)."""
+    nearby = folded[max(0, start - window) : start].lower()
+    if end > start:
+        # No word holds a NUL, so none is found across the join.
+        nearby += "\x00" + folded[end : end + 8].lower()
+    return _any_of(words).search(nearby) is not None
+
+
+@cache
+def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern that finds any of ``words``: one search in C instead of one per word."""
+    return re.compile("|".join(map(re.escape, words)) if words else "(?!)")
 
 
 def occurrences(text: str, needles: Iterable[str]) -> list[int]:
@@ -282,7 +302,8 @@ def _mobile(value: str) -> bool:
 
 
 def _bank_card(value: str) -> bool:
-    return validators.luhn(value) and validators.credit_card_issuer(value) == "unionpay"
+    # The prefix first: most candidates (order numbers, phone numbers) fail it cheaply.
+    return validators.credit_card_issuer(value) == "unionpay" and validators.luhn(value)
 
 
 def _bank_card_by_context(value: str) -> bool:
@@ -320,11 +341,14 @@ _PHONE_CONTEXT = ("电话", "座机", "固话", "手机", "联系方式", "tel",
 _PASSPORT_CONTEXT = ("护照", "passport")
 _PERMIT_CONTEXT = ("通行证", "回乡证", "台胞证", "往来", "permit")
 
+# After the first digit.
 _CARD_SHAPES = (
-    r"[0-9]{13,19}"  # contiguous
-    r"|[0-9]{4}(?:[- ][0-9]{4}){2,3}(?:[- ][0-9]{1,4})?"  # groups of four
-    r"|[0-9]{4}[- ][0-9]{6}[- ][0-9]{4,5}"  # Amex / Diners 4-6-5
+    r"[0-9]{12,18}"  # contiguous
+    r"|[0-9]{3}(?:[- ][0-9]{4}){2,3}(?:[- ][0-9]{1,4})?"  # groups of four
+    r"|[0-9]{3}[- ][0-9]{6}[- ][0-9]{4,5}"  # Amex / Diners 4-6-5
 )
+_AREA = r"(?:10|2[0-9]|[3-9][0-9]{2})"  # area codes without their leading 0
+_USCC = "[0-9A-HJ-NPQRTUWXY]"
 _CARD_PREFILTER = r"[0-9]{13}|[0-9]{4}[- ][0-9]{4}[- ][0-9]{4}|[0-9]{4}[- ][0-9]{6}"
 
 
@@ -332,14 +356,27 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
     """Every built-in pattern recognizer, compiled."""
     c = re.compile
     # One pattern object for the three card recognizers: a text is searched for it once.
-    card = c(_B + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.[0-9])")
+    card = c(_first("[0-9]") + r"(?:" + _CARD_SHAPES + r")" + _E + r"(?!\.[0-9])")
     return (
         PrivateKeyRecognizer(),
         PatternRecognizer(
             "CN_MOBILE",
             c(
-                _B + r"(?<!\+)(?<![0-9A-Za-z]-)(?:(?:\+|00)86[- ]?|86[- ]?)?1[3-9][0-9]"
-                r"(?:[- ]?[0-9]{4}[- ]?|\.[0-9]{4}\.)[0-9]{4}" + _E + r"(?!\.[0-9])(?!-[0-9A-Za-z])"
+                # +86, 0086 or 86 (a space or dash may follow), or none; before it
+                # nothing alphanumeric, no "+", no alphanumeric and a dash.
+                r"(?:"
+                + "|".join(
+                    f"{first}(?<![0-9A-Za-z+]{first})(?<![0-9A-Za-z]-{first}){rest}"
+                    for first, rest in (
+                        (r"\+", "86[- ]?1"),
+                        ("0", "086[- ]?1"),
+                        ("8", "6[- ]?1"),
+                        ("1", ""),
+                    )
+                )
+                + r")[3-9][0-9](?:[- ]?[0-9]{4}[- ]?|\.[0-9]{4}\.)[0-9]{4}"
+                + _E
+                + r"(?!\.[0-9])(?!-[0-9A-Za-z])"
             ),
             _mobile,
             score=0.85,
@@ -349,10 +386,19 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         PatternRecognizer(
             "CN_LANDLINE",
             c(
-                _B
-                + r"(?:[(（]0(?:10|2[0-9]|[3-9][0-9]{2})[)）][- ]?|0(?:10|2[0-9]|[3-9][0-9]{2})[- ]"
-                r"|(?:\+|00)86[- ]?(?:10|2[0-9]|[3-9][0-9]{2})[- ]?)[2-9][0-9]{6,7}"
-                r"(?:(?:-|转| ?ext\.? ?| ?x)[0-9]{1,5})?" + _E
+                r"(?:"
+                + "|".join(
+                    _first(first) + rest
+                    for first, rest in (
+                        (r"\(", "0" + _AREA + "[)）][- ]?"),
+                        ("（", "0" + _AREA + "[)）][- ]?"),
+                        ("0", _AREA + "[- ]"),
+                        (r"\+", "86[- ]?" + _AREA + "[- ]?"),
+                        ("0", "086[- ]?" + _AREA + "[- ]?"),
+                    )
+                )
+                + r")[2-9][0-9]{6,7}(?:(?:-|转| ?ext\.? ?| ?x)[0-9]{1,5})?"
+                + _E
             ),
             score=0.8,
             context=_PHONE_CONTEXT,
@@ -360,14 +406,14 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "CN_LANDLINE",
-            c(_B + r"0(?:10|2[0-9]|[3-9][0-9]{2})[2-9][0-9]{6,7}" + _E),
+            c(_first("0") + _AREA + r"[2-9][0-9]{6,7}" + _E),
             context=_PHONE_CONTEXT,
             requires_context=True,
             prefilter=r"0(?:10|2[0-9]|[3-9][0-9]{2})[2-9][0-9]{6}",
         ),
         PatternRecognizer(
             "CN_RESIDENT_ID",
-            c(_B + r"[0-9]{17}[0-9Xx]" + _E),
+            c(_first("[0-9]") + r"[0-9]{16}[0-9Xx]" + _E),
             validators.cn_resident_id,
             score=0.95,
             context=_ID_CONTEXT,
@@ -375,7 +421,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "CN_RESIDENT_ID",
-            c(_B + r"[0-9]{15}" + _E),
+            c(_first("[0-9]") + r"[0-9]{14}" + _E),
             validators.cn_resident_id_15,
             context=_ID_CONTEXT,
             requires_context=True,
@@ -408,7 +454,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "CN_USCC",
-            c(_B + r"[0-9A-HJ-NPQRTUWXY]{2}[0-9]{6}[0-9A-HJ-NPQRTUWXY]{10}" + _E),
+            c(_first(_USCC) + _USCC + r"[0-9]{6}" + _USCC + "{10}" + _E),
             validators.uscc,
             score=0.95,
             context=("统一社会信用代码", "信用代码", "税号", "credit code"),
@@ -416,28 +462,33 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "CN_PASSPORT",
-            c(_B + r"E(?:[0-9]{8}|[A-HJ-NP-Z][0-9]{7})" + _E),
+            c(_first("E") + r"(?:[0-9]{8}|[A-HJ-NP-Z][0-9]{7})" + _E),
             context=_PASSPORT_CONTEXT,
             requires_context=True,
             prefilter=r"E(?:[0-9]{8}|[A-HJ-NP-Z][0-9]{7})",
         ),
         PatternRecognizer(
             "CN_PASSPORT",
-            c(_B + r"[GDSP][0-9]{7,8}" + _E),
+            c(_first("[GDSP]") + r"[0-9]{7,8}" + _E),
             context=_PASSPORT_CONTEXT,
             requires_context=True,
             prefilter=r"[GDSP][0-9]{7}",
         ),
         PatternRecognizer(
             "CN_TRAVEL_PERMIT",
-            c(_B + r"(?:[HM][0-9]{8}(?:[0-9]{2})?|C[A-Z0-9][0-9]{7}|[0-9]{8})" + _E),
+            c(
+                # The first character is read once; the look-behinds pick the shape.
+                _first("[0-9CHM]")
+                + r"(?:(?<=[HM])[0-9]{8}(?:[0-9]{2})?|(?<=C)[A-Z0-9][0-9]{7}|(?<=[0-9])[0-9]{7})"
+                + _E
+            ),
             context=_PERMIT_CONTEXT,
             requires_context=True,
             prefilter=r"[HM][0-9]{8}|C[A-Z0-9][0-9]{7}|[0-9]{8}",
         ),
         PatternRecognizer(
             "HK_ID",
-            c(_B + r"[A-Z]{1,2}[0-9]{6}(?:\([0-9A]\)|[0-9A])" + _E),
+            c(_first("[A-Z]") + r"[A-Z]?[0-9]{6}(?:\([0-9A]\)|[0-9A])" + _E),
             validators.hk_id,
             score=0.85,
             context=("香港身份证", "hkid", "身份证"),
@@ -445,7 +496,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "TW_ID",
-            c(_B + r"[A-Z][12][0-9]{8}" + _E),
+            c(_first("[A-Z]") + r"[12][0-9]{8}" + _E),
             validators.taiwan_id,
             score=0.85,
             context=("身分證", "身份证", "台湾"),
@@ -467,7 +518,8 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         PatternRecognizer(
             "EMAIL",
             c(
-                r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+                _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
+                + r"[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                 r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
             ),
             score=0.95,
@@ -476,7 +528,10 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "IPV4",
-            c(r"(?<![0-9.])(?<![vV])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9]|\.[0-9])"),
+            c(
+                _first("[0-9]", "[0-9.vV]")
+                + r"[0-9]{0,2}\.(?:[0-9]{1,3}\.){2}[0-9]{1,3}(?![0-9]|\.[0-9])"
+            ),
             validators.ipv4,
             score=0.8,
             not_after=("version", "版本", "firmware", "固件", "build", "release"),
@@ -494,7 +549,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "US_SSN",
-            c(_B + r"(?<!-)[0-9]{3}-[0-9]{2}-[0-9]{4}(?!-)" + _E),
+            c(_first("[0-9]", "[0-9A-Za-z-]") + r"[0-9]{2}-[0-9]{2}-[0-9]{4}(?!-)" + _E),
             validators.us_ssn,
             score=0.7,
             context=("ssn", "social security"),
@@ -502,7 +557,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         ),
         PatternRecognizer(
             "IBAN",
-            c(_B + r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
+            c(_first("[A-Z]") + r"[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _E),
             validators.iban,
             score=0.95,
             prefilter=r"[A-Z]{2}[0-9]{2} ?[A-Z0-9]{4}",

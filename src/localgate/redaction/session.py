@@ -63,19 +63,22 @@ class RedactionSession:
             return text
         pieces: list[str] = []
         last = 0
+        actions: dict[str, Action] = {}  # per type, for this text
         for finding in findings:
-            action = self.action_for(finding.type)
+            action = actions.get(finding.type)
+            if action is None:
+                action = actions[finding.type] = self.action_for(finding.type)
             self.counts[(finding.type, action)] += 1
-            self.request_values.add(text[finding.start : finding.end])
+            value = text[finding.start : finding.end]
+            self.request_values.add(value)
             if action == "allow":
-                self.allowed_values.add(text[finding.start : finding.end])
+                self.allowed_values.add(value)
                 continue
             if action == "block":
                 raise PolicyBlocked(
                     f"Request blocked by the data-localization policy: {finding.type} found in "
                     f"{where}. Remove it and send the request again."
                 )
-            value = text[finding.start : finding.end]
             if action == "pseudonymize" and self.reversible:
                 replacement = self.pseudonyms.placeholder(finding.type, value)
             elif action == "pseudonymize":

@@ -12,7 +12,9 @@ import base64
 import binascii
 import ipaddress
 import json
+import re
 from datetime import date
+from operator import mul
 
 __all__ = [
     "cn_resident_id",
@@ -38,6 +40,7 @@ _PROVINCES = frozenset(
 )
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
+_EARLIEST_BIRTH = date(1800, 1, 1)
 
 
 def digits_of(text: str) -> str:
@@ -52,7 +55,7 @@ def _valid_date(year: int, month: int, day: int) -> bool:
         born = date(year, month, day)
     except ValueError:
         return False
-    return date(1800, 1, 1) <= born <= date.today()
+    return _EARLIEST_BIRTH <= born <= date.today()
 
 
 def cn_resident_id(value: str) -> bool:
@@ -61,6 +64,14 @@ def cn_resident_id(value: str) -> bool:
         return False
     if int(value[:2]) not in _PROVINCES:
         return False
+    if value.isascii():
+        # Each ASCII digit's code is 48 + its value: the weighted sum without a Python
+        # loop. The check character first: it rules out ten in eleven look-alikes, and
+        # the birth date (which asks the clock) is then worked out for few.
+        total = sum(map(mul, value[:17].encode(), _ID_WEIGHTS)) - 48 * sum(_ID_WEIGHTS)
+        if _ID_CHECK[total % 11] != value[17].upper():
+            return False
+        return _valid_date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
     if not _valid_date(int(value[6:10]), int(value[10:12]), int(value[12:14])):
         return False
     total = sum(int(digit) * weight for digit, weight in zip(value[:17], _ID_WEIGHTS, strict=True))
@@ -119,25 +130,24 @@ def credit_card_issuer(value: str) -> str | None:
 _USCC_ALPHABET = "0123456789ABCDEFGHJKLMNPQRTUWXY"
 _USCC_WEIGHTS = (1, 3, 9, 27, 19, 26, 16, 17, 20, 29, 25, 13, 8, 24, 10, 30, 28)
 _ORG_WEIGHTS = (3, 7, 9, 10, 5, 8, 4, 2)
+_USCC_CHARACTERS = re.compile("[" + _USCC_ALPHABET + "]*")
+_USCC_VALUES = str.maketrans({char: chr(value) for value, char in enumerate(_USCC_ALPHABET)})
+_BASE_36 = {char: int(char, 36) for char in _USCC_ALPHABET}
 
 
 def uscc(value: str) -> bool:
     """Unified social credit code: GB 32100 check character and GB 11714 organisation check."""
     value = value.upper()
-    if len(value) != 18 or any(char not in _USCC_ALPHABET for char in value):
+    if len(value) != 18 or _USCC_CHARACTERS.fullmatch(value) is None:
         return False
-    total = sum(
-        _USCC_ALPHABET.index(char) * weight
-        for char, weight in zip(value[:17], _USCC_WEIGHTS, strict=True)
-    )
+    # Each character's value as a byte, for a weighted sum without a Python loop.
+    total = sum(map(mul, value[:17].translate(_USCC_VALUES).encode("latin-1"), _USCC_WEIGHTS))
     if _USCC_ALPHABET[(31 - total % 31) % 31] != value[17]:
         return False
     org = value[8:17]
     # GB 11714 gives letters their place in the full Latin alphabet (A=10 ... Z=35),
     # unlike the USCC alphabet, which skips I, O, S, V and Z.
-    org_total = sum(
-        int(char, 36) * weight for char, weight in zip(org[:8], _ORG_WEIGHTS, strict=True)
-    )
+    org_total = sum(map(mul, map(_BASE_36.__getitem__, org[:8]), _ORG_WEIGHTS))
     check = 11 - org_total % 11
     expected = "X" if check == 10 else "0" if check == 11 else str(check)
     return org[8] == expected
