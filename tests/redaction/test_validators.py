@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localgate.redaction import validators as v
+from localgate.redaction.custom import VALIDATORS
 
 
 @pytest.mark.parametrize("value", ["11010519491231002X", "440524188001010014"])
@@ -70,3 +71,20 @@ def test_other_checks(check: object, value: str, expected: bool) -> None:
 def test_uscc_organisation_code_counts_letters_by_the_latin_alphabet(value: str) -> None:
     # GB 11714 values letters A=10 ... Z=35, unlike the USCC alphabet that skips I, O, S, V, Z.
     assert v.uscc(value)
+
+
+@pytest.mark.parametrize("name", sorted(VALIDATORS))
+def test_digits_that_are_not_decimal_are_refused_not_raised(name: str) -> None:
+    # Superscripts count as digits to str.isdigit but int() refuses them: a custom rule's
+    # pattern may let them through, and a validator that raised would fail the request.
+    for value in (
+        "1101051949123100²X",
+        "4111 1111 1111 111²",
+        "91350100M00000²0X",
+        "1.2.3.²",
+        "GB82 WEST 1234 5698 7654 3²",
+        "GB82 WÉST 1234 5698 7654 32",
+    ):
+        assert VALIDATORS[name](value) is False
+    assert v.hk_id("A12345²(3)") is False
+    assert v.taiwan_id("A12345678²") is False

@@ -45,9 +45,9 @@ _EARLIEST_BIRTH = date(1800, 1, 1)
 
 def digits_of(text: str) -> str:
     """Only the digits of ``text`` (drops spaces, dashes, prefixes' plus signs)."""
-    if text.isdigit():
+    if text.isdecimal():
         return text
-    return "".join(filter(str.isdigit, text))
+    return "".join(filter(str.isdecimal, text))
 
 
 def _valid_date(year: int, month: int, day: int) -> bool:
@@ -60,7 +60,7 @@ def _valid_date(year: int, month: int, day: int) -> bool:
 
 def cn_resident_id(value: str) -> bool:
     """18-character resident ID: region, real birth date, GB 11643 check character."""
-    if len(value) != 18 or not value[:17].isdigit():
+    if len(value) != 18 or not value[:17].isdecimal():
         return False
     if int(value[:2]) not in _PROVINCES:
         return False
@@ -80,7 +80,7 @@ def cn_resident_id(value: str) -> bool:
 
 def cn_resident_id_15(value: str) -> bool:
     """The old 15-digit resident ID: region and a real 19YY birth date (no check digit)."""
-    if len(value) != 15 or not value.isdigit() or int(value[:2]) not in _PROVINCES:
+    if len(value) != 15 or not value.isdecimal() or int(value[:2]) not in _PROVINCES:
         return False
     return _valid_date(1900 + int(value[6:8]), int(value[8:10]), int(value[10:12]))
 
@@ -156,7 +156,7 @@ def uscc(value: str) -> bool:
 def iban(value: str) -> bool:
     """ISO 13616: length 15-34 and mod 97 equal to 1 after moving the first four to the end."""
     compact = value.replace(" ", "").upper()
-    if not 15 <= len(compact) <= 34 or not compact.isalnum():
+    if not 15 <= len(compact) <= 34 or not (compact.isascii() and compact.isalnum()):
         return False
     rearranged = compact[4:] + compact[:4]
     number = "".join(str(int(char, 36)) for char in rearranged)
@@ -177,7 +177,7 @@ def hk_id(value: str) -> bool:
     compact = value.replace("(", "").replace(")", "").upper()
     letters = compact[:-7]
     body, check = compact[-7:-1], compact[-1]
-    if len(letters) not in (1, 2) or not letters.isalpha() or not body.isdigit():
+    if len(letters) not in (1, 2) or not letters.isalpha() or not body.isdecimal():
         return False
     values = [36] if len(letters) == 1 else []
     values += [ord(char) - 55 for char in letters] + [int(digit) for digit in body]
@@ -198,7 +198,7 @@ def taiwan_id(value: str) -> bool:
     value = value.upper()
     if len(value) != 10 or value[0] not in _TAIWAN_LETTERS or value[1] not in "12":
         return False
-    if not value[1:].isdigit():
+    if not value[1:].isdecimal():
         return False
     digits = [int(c) for c in f"{_TAIWAN_LETTERS[value[0]]}{value[1:]}"]
     weights = (1, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1)
