@@ -203,9 +203,12 @@ def _credential(request: IncomingRequest) -> str | None:
     Apps that authenticate with ``Authorization: Bearer`` still have to give the SDK
     some ``api_key``, which it sends as ``x-goog-api-key``; the localgate key wins.
     """
+    header = request.header("x-goog-api-key")
+    if header.startswith(LOCALGATE_KEY_PREFIX):
+        return header  # the usual case: it is first in line anyway
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     presented = [
-        request.header("x-goog-api-key"),
+        header,
         request.query_value("key").strip() if request.query_string else "",
         token.strip() if scheme.lower() == "bearer" else "",
     ]
