@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
+import mmap
 import re
 import secrets
 import sqlite3
@@ -212,40 +212,47 @@ class SqliteKeyStore:
 
 
 class _CommitWatch:
-    """Tells, with one ``pread``, whether another connection may have committed.
+    """Tells, reading 48 bytes of memory, whether another connection may have committed.
 
     In WAL mode every commit rewrites the WAL-index header at the start of the
     database's ``-shm`` file (SQLite's file format, "WAL-index format": a change
-    counter, the last valid frame, salts, checksums). Any difference from the last
-    look, a short read or no ``-shm`` file at all answers "maybe": the caller then asks
-    ``PRAGMA data_version``, which stays the authority.
+    counter, the last valid frame, salts, checksums). The header is read through a
+    read-only memory map: no system call, so the event loop's thread keeps the GIL (a
+    call that releases it lets a busy thread, such as the audit writer, hold it for up
+    to the switch interval). SQLite only truncates that file when it is the sole
+    connection, and the store's own connection stays open while the map exists. Any
+    difference from the last look, or no ``-shm`` file at all, answers "maybe": the
+    caller then asks ``PRAGMA data_version``, which stays the authority.
     """
 
     _HEADER_BYTES = 48
 
     def __init__(self, database: Path) -> None:
         self._path = database.with_name(database.name + "-shm")
-        self._fd: int | None = None
+        self._map: mmap.mmap | None = None
         self._last = b""
 
     def changed(self) -> bool:
         """False only if the header is what it was at the last call."""
-        try:
-            if self._fd is None:
-                self._fd = os.open(self._path, os.O_RDONLY)
-            header = os.pread(self._fd, self._HEADER_BYTES, 0)
-        except OSError:
-            return True
-        if len(header) == self._HEADER_BYTES and header == self._last:
+        if self._map is None:
+            try:
+                with open(self._path, "rb") as file:
+                    self._map = mmap.mmap(
+                        file.fileno(), self._HEADER_BYTES, access=mmap.ACCESS_READ
+                    )
+            except (OSError, ValueError):  # no such file yet, or shorter than a header
+                return True
+        header = self._map[: self._HEADER_BYTES]
+        if header == self._last:
             return False
         self._last = header
         return True
 
     def close(self) -> None:
-        """Close the file."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Unmap the file (before the store's connection closes)."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
 
 
 def _digest(secret: str) -> bytes:
