@@ -84,6 +84,12 @@ class Target:
     proxy: ServerProcess | None
 
 
+def _command(options: RunOptions) -> str:
+    """The command line that makes this report."""
+    config = f" --config {options.config}" if options.config else ""
+    return f"python -m bench.run{config} --out {options.out}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and write the report; 0 on success."""
     options = _parse_args(argv)
@@ -104,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings=bench.settings_text(),
                 latency_key=LATENCY_SCENARIO,
                 throughput_key=THROUGHPUT_SCENARIO,
+                command=_command(options),
+                config=options.config,
             )
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
