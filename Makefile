@@ -37,6 +37,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
+	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

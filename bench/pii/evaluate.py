@@ -1,7 +1,7 @@
 """Score PII detectors against the labelled corpus (``bench/pii/corpus.jsonl``).
 
     .venv/bin/python -m bench.pii.evaluate [--detectors localgate,presidio,regex]
-        [--failures N] [--markdown] [--json PATH]
+        [--failures N] [--markdown] [--json PATH] [--out docs/benchmarks-redaction.md]
 
 Detectors:
 
@@ -22,7 +22,8 @@ Detectors:
 Scores (see docs/redaction-quality.md): exact span-and-type micro precision/recall/F1,
 overall and per type, and an overlap variant; group (a) pattern types, group (b) PERSON and
 CN_ADDRESS recall, group (c) false positives on hard negatives; throughput in MB/s of UTF-8
-corpus text.
+corpus text. ``--out`` writes the whole run as a Markdown report with the issue's targets
+(``bench/pii/report.py``); ``make bench`` writes ``docs/benchmarks-redaction.md`` that way.
 """
 
 from __future__ import annotations
@@ -33,26 +34,39 @@ import importlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
 import venv
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench.machine import describe_machine
 from bench.pii.generate import CORPUS, ENTITY_TYPES, load_corpus
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "GROUP_A",
     "GROUP_B",
+    "PATTERN_ENGINE",
+    "PRESIDIO_REQUIREMENT",
     "PRESIDIO_TYPES",
+    "TARGETS",
+    "Counts",
+    "DetectorRun",
     "Prediction",
     "Scores",
+    "corpus_label",
     "ensure_presidio_venv",
     "main",
+    "markdown_tables",
+    "prompt_label",
+    "prose_label",
     "score",
 ]
 
@@ -78,7 +92,34 @@ GROUP_A = (
     "API_SECRET",
 )
 GROUP_B = ("PERSON", "CN_ADDRESS")
-TARGETS = {"group_a_f1": 0.97, "group_b_recall": 0.85, "hard_negative_fp": 0.01}
+TARGETS = {
+    "group_a_f1": 0.97,
+    "group_b_recall": 0.85,
+    "hard_negative_fp": 0.01,
+    "mixed_text_mb_s": 20.0,  # pattern types, prose with a record per 4 KB
+    "prompt_p99_ms": 0.5,  # what the redaction stage adds for a 2 KB prompt
+    "presidio_ratio": 50.0,  # times Presidio's throughput in the same run
+}
+
+# The two localgate engines timed: the default (names on) is what the gateway runs.
+DEFAULT_ENGINE = "Detector.builtin()"
+PATTERN_ENGINE = "builtin(names=False)"
+
+
+def corpus_label(engine: str) -> str:
+    """Throughput label: ``engine`` on the corpus itself."""
+    return f"API, {engine}, best pass"
+
+
+def prose_label(engine: str) -> str:
+    """Throughput label: ``engine`` on prose with a record per 4 KB (the "mixed text")."""
+    return f"API, {engine}, prose with a record per 4 KB"
+
+
+def prompt_label(engine: str, cpu: bool = False) -> str:
+    """Latency label: ``RedactionSession.redact`` on 2 KB prompts, wall clock or CPU time."""
+    return f"redact() 2 KB prompt (prose + 2 records), {engine}" + (", CPU time" if cpu else "")
+
 
 # Presidio entity -> the localgate types it may stand for. A prediction is resolved to the
 # type of the gold span it matches (exactly, else by overlap), else to the first type here.
@@ -212,23 +253,18 @@ def run_localgate(
         if via == "api":
             raise RuntimeError("neither the localgate CLI nor its Python API is available")
         return run
-    for label, kwargs in (
-        ("API, Detector.builtin(), best pass", {}),
-        ("API, builtin(names=False), best pass", {"names": False}),
-    ):
+    for engine, kwargs in ((DEFAULT_ENGINE, {}), (PATTERN_ENGINE, {"names": False})):
         try:
             detector = detector_cls.builtin(**kwargs)
         except TypeError as error:  # names= not supported (yet)
             run.notes.append(f"Detector.builtin({kwargs}) failed: {error}")
             continue
         found, seconds = _time_api(detector.detect, records, repeat_seconds)
-        run.throughput[label] = mb / seconds
+        run.throughput[corpus_label(engine)] = mb / seconds
         if via == "api" and not kwargs:
             run.predictions = found
             run.notes.append("findings scored from the Python API (`Detector.builtin().detect`)")
-        _time_beyond_corpus(
-            run, detector, records, label.split(", ")[1], repeat_seconds, latency_rounds
-        )
+        _time_beyond_corpus(run, detector, records, engine, repeat_seconds, latency_rounds)
     return run
 
 
@@ -275,7 +311,7 @@ def _time_beyond_corpus(
     """Throughput on sparse prose, and the latency the redaction stage adds for 2 KB."""
     prose = [_with_records(records, 64_000, 4_000, first) for first in range(8)]
     _, best = _time_api(detector.detect, [{"id": "", "text": t} for t in prose], seconds)
-    run.throughput[f"API, {name}, prose with a record per 4 KB"] = len(prose) * 64_000 / 1e6 / best
+    run.throughput[prose_label(name)] = len(prose) * 64_000 / 1e6 / best
     try:
         from localgate.config import RedactionSettings
         from localgate.redaction.session import RedactionSession
@@ -294,7 +330,7 @@ def _time_beyond_corpus(
             dense.append(current.encode()[:2048].decode(errors="ignore"))
             current = ""
     for label, texts in (
-        (f"redact() 2 KB prompt (prose + 2 records), {name}", prompts),
+        (prompt_label(name), prompts),
         (f"redact() 2 KB of corpus records (dense), {name}", dense),
     ):
         wall, cpu, collector = _latency(stage, texts, rounds)
@@ -406,7 +442,13 @@ def ensure_presidio_venv(
 
 
 def run_presidio(records: Sequence[dict[str, Any]], cn_phone: bool = True) -> DetectorRun:
-    python = ensure_presidio_venv()
+    try:
+        python = ensure_presidio_venv()
+    except subprocess.CalledProcessError as error:
+        why = f"pip exited with status {error.returncode}; its output is in the run's log"
+        raise RuntimeError(f"could not install {PRESIDIO_REQUIREMENT}: {why}") from error
+    except OSError as error:
+        raise RuntimeError(f"could not create Presidio's venv: {error}") from error
     args = [str(python), str(HERE / "presidio_runner.py")]
     if not cn_phone:
         args.append("--no-cn-phone")
@@ -715,7 +757,7 @@ def summary(scores: Scores) -> dict[str, Any]:
 _COLUMN = {"localgate": "localgate", "presidio": "Presidio (no NER)", "regex": "naive regex"}
 
 
-def markdown_tables(results: dict[str, tuple[DetectorRun, Scores]]) -> str:
+def markdown_tables(results: Mapping[str, tuple[DetectorRun, Scores]]) -> str:
     """The two result tables of docs/redaction-quality.md, ready to paste."""
     names = list(results)
     titles = [_COLUMN.get(n, n) for n in names]
@@ -879,6 +921,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--json", type=Path, help="write the scores as JSON here")
     parser.add_argument(
+        "--out", type=Path, help="write the run as a Markdown report with the targets here"
+    )
+    parser.add_argument(
         "--entities",
         type=Path,
         help="write localgate's findings per record here (JSON), to compare two versions",
@@ -887,10 +932,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 when localgate misses a target"
     )
     args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "bench.pii.evaluate", *(argv or sys.argv[1:])])
+    started, clock, load_before = datetime.now(UTC), time.monotonic(), os.getloadavg()[0]
 
     records = load_corpus(args.corpus)
     print(f"corpus: {len(records)} records, {_corpus_mb(records):.3f} MB UTF-8 ({args.corpus})")
     results: dict[str, tuple[DetectorRun, Scores]] = {}
+    skipped: dict[str, str] = {}  # detector -> why it has no results
     for name in [n.strip() for n in args.detectors.split(",") if n.strip()]:
         try:
             if name == "localgate":
@@ -905,9 +953,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"unknown detector {name!r}")
         except RuntimeError as error:
             print(f"\n=== {name} === skipped: {error}", file=sys.stderr)
+            skipped[name] = str(error)
             continue
         if not run.predictions:
             print(f"\n=== {name} === no findings to score ({'; '.join(run.notes)})")
+            skipped[name] = f"no findings to score ({'; '.join(run.notes)})"
             continue
         scores = score(records, run.predictions)
         results[name] = (run, scores)
@@ -929,6 +979,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, (run, s) in results.items()
         }
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    if args.out:
+        # Imported here: the report module builds on this one's types and tables.
+        from bench.pii.report import render_report
+
+        report = render_report(
+            command=command,
+            via_make="MAKELEVEL" in os.environ,
+            machine=describe_machine(ROOT),
+            load=(load_before, os.getloadavg()[0]),
+            niceness=os.nice(0),
+            started=started,
+            took_s=time.monotonic() - clock,
+            records=records,
+            results=results,
+            skipped=skipped,
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
     if args.entities and "localgate" in results:
         found = results["localgate"][0].predictions
         entities = {rid: [[p.start, p.end, *p.types] for p in found[rid]] for rid in sorted(found)}
