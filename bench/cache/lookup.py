@@ -2,9 +2,11 @@
 
 An embedded Chroma store is filled in bulk with entries shaped as the cache writes
 them, for a tenant with 1,000 and one with 100,000 entries, per embedder; the cache's
-key set of each tenant is loaded (as a gateway's first lookup of a tenant starts it);
-then every lookup, every store call a lookup makes, and every embedding is timed in one
-shuffled sequence, so background load falls on all of them alike.
+key set and semantic index of each tenant are loaded (as a gateway's first lookup of a
+tenant starts them); a second cache without a semantic index answers the semantic cases
+as before it (Chroma's nearest-neighbour query); then every lookup, every store call a
+lookup makes, and every embedding is timed in one shuffled sequence, so background load
+falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from localgate.vector.store import VectorStore
 
 __all__ = [
     "EXACT_CASES",
+    "FALLBACK_CASES",
     "LOOKUP_CASES",
     "LOOKUP_THRESHOLD",
     "STORE_CALLS",
@@ -53,6 +56,12 @@ LOOKUP_CASES = (
     "semantic-eligible miss",
     "non-semantic miss",
 )
+# The semantic cases answered without the in-memory index (before it is loaded), by a
+# cache whose ``cache.semantic.max_index_entries`` is 0: the same probes.
+FALLBACK_CASES = {
+    "semantic hit, no index (Chroma query)": "semantic hit",
+    "semantic-eligible miss, no index (Chroma query)": "semantic-eligible miss",
+}
 STORE_CALLS = (
     "get by id",
     "query, 8 nearest",
@@ -76,6 +85,8 @@ class LookupResults:
     embedding: dict[str, list[float]] = field(default_factory=dict)
     fill_s: dict[tuple[str, int], float] = field(default_factory=dict)
     keys_s: dict[tuple[str, int], float] = field(default_factory=dict)  # loading a key set
+    index_s: dict[tuple[str, int], float] = field(default_factory=dict)  # a semantic index
+    index_bytes: dict[tuple[str, int], int] = field(default_factory=dict)
     mixed: dict[str, int] = field(default_factory=dict)  # entries given mixed vectors
 
 
@@ -104,6 +115,12 @@ class LookupBench:
             "cache:\n  enabled: true\n"
             f"  semantic: {{enabled: true, threshold: {LOOKUP_THRESHOLD}}}\n",
         )
+        self.unindexed = default_settings(
+            folder / "lookup-unindexed",
+            "cache:\n  enabled: true\n"
+            f"  semantic: {{enabled: true, threshold: {LOOKUP_THRESHOLD}, "
+            "max_index_entries: 0}\n",
+        )
         # Bulk inserts take seconds: a budget far beyond the lookups' own.
         self.store = VectorStore(self.settings, timeout_s=BULK_TIMEOUT_S)
         self.metrics = GatewayMetrics()
@@ -112,6 +129,7 @@ class LookupBench:
         self.results = LookupResults(sizes=(options.small, options.entries))
         self._embedders: dict[str, Embedder] = {}
         self._caches: dict[str, VectorCache] = {}
+        self._unindexed: dict[str, VectorCache] = {}
         self._collections: dict[tuple[str, int], Any] = {}
 
     def run(self) -> LookupResults:
@@ -147,12 +165,15 @@ class LookupBench:
         for name in embedders(options):
             embedder = self._embedder(name)
             self._caches[name] = VectorCache(self.settings, self.store, embedder, self.metrics)
+            self._unindexed[name] = VectorCache(self.unindexed, self.store, embedder, self.metrics)
             vectors = self._vectors(name, embedder, texts)
             query_vectors = embedder.embed(novel)
             for size in self.results.sizes:
                 await self._fill(name, size, embedder, bodies[:size], texts[:size], vectors[:size])
                 for case, bodies_of_case in probes.items():
                     calls += [_Call(name, size, case, body=body) for body in bodies_of_case]
+                for case, indexed in FALLBACK_CASES.items():
+                    calls += [_Call(name, size, case, body=body) for body in probes[indexed]]
                 for index, vector in enumerate(query_vectors):
                     stored = cache_key(exact[index % len(exact)], MODEL, self._policy).exact
                     new = cache_key(ask(f"{novel[index]} ({index})"), MODEL, self._policy).exact
@@ -174,11 +195,12 @@ class LookupBench:
         for name in embedders(options):  # last, so that no set has gone stale meanwhile
             for size in self.results.sizes:
                 await self._load_keys(name, size)
+                await self._load_index(name, size)
         random.Random(13).shuffle(calls)
         progress(f"lookup: timing {len(calls):,} calls in one shuffled sequence")
         for call in calls:
             await self._time(call)
-        for cache in self._caches.values():
+        for cache in (*self._caches.values(), *self._unindexed.values()):
             await cache.close()
         return self.results
 
@@ -273,11 +295,26 @@ class LookupBench:
         """Load the tenant's key set, as a gateway does in the background on its first lookup."""
         started = time.perf_counter()
         known = await self._caches[name].load_keys(_tenant(name, size))
+        await self._unindexed[name].load_keys(_tenant(name, size))
         if known != size:
             raise BenchError(f"{_tenant(name, size)}: {known} keys loaded, {size} expected")
         elapsed = time.perf_counter() - started
         self.results.keys_s[(name, size)] = elapsed
         progress(f"lookup: {name}: {size:,} keys loaded in {elapsed:.1f} s")
+
+    async def _load_index(self, name: str, size: int) -> None:
+        """Load the tenant's semantic index, as a gateway does on its first semantic lookup."""
+        tenant = _tenant(name, size)
+        cache = self._caches[name]
+        started = time.perf_counter()
+        known = await cache.load_semantic(tenant)
+        elapsed = time.perf_counter() - started
+        semantic = size - len(range(0, size, 5))  # one entry in five is exact-only
+        if known != semantic:
+            raise BenchError(f"{tenant}: {known} semantic entries loaded, {semantic} expected")
+        self.results.index_s[(name, size)] = elapsed
+        self.results.index_bytes[(name, size)] = cache.semantic_memory(tenant) or 0
+        progress(f"lookup: {name}: semantic index of {known:,} entries loaded in {elapsed:.1f} s")
 
     async def _time(self, call: _Call) -> None:
         results = self.results
@@ -307,8 +344,9 @@ class LookupBench:
                 principal=Principal(_tenant(call.embedder, call.size), "bench"),
                 body=call.body,
             )
+            caches = self._unindexed if call.case in FALLBACK_CASES else self._caches
             started = time.perf_counter()
-            await self._caches[call.embedder].lookup(ctx)
+            await caches[call.embedder].lookup(ctx)
             results.lookups.setdefault(key, []).append(time.perf_counter() - started)
             outcome = results.outcomes.setdefault(key, {})
             status = ctx.cache_status or "none"

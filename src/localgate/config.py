@@ -256,6 +256,8 @@ class SemanticCacheSettings(_Section):
     max_temperature: float = Field(0.0, ge=0)
     allow_tools: bool = False
     candidates: int = Field(8, ge=1, le=100)
+    # Per tenant, entries kept in the in-memory index (0: none, every lookup asks the store).
+    max_index_entries: int = Field(200_000, ge=0)
 
 
 class CacheSettings(_Section):

@@ -21,9 +21,11 @@ An entry is served only before its TTL ends and while its model version is the n
 the gateway has seen from the upstream for that model. A failing store never fails
 the request: the lookup counts as a miss and the error is logged and counted.
 
-The keys are made in ``cache_keys``. Two mechanisms spare lookups a trip to the store:
-the tenant's key sets (``key_sets``) tell an exact miss at once, and the answers this
-gateway stored or read lately (``recent``) serve an exact hit from memory.
+The keys are made in ``cache_keys``. Three mechanisms spare lookups a trip to the store:
+the tenant's key sets (``key_sets``) tell an exact miss at once, the answers this
+gateway stored or read lately (``recent``) serve an exact hit from memory, and the
+tenant's semantic index (``semantic_index``) finds a semantic layer's candidates in
+memory, so the store is asked only to read one that passes.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 from localgate.upstream.base import UnaryReply
 from localgate.vector.cache_keys import CacheKey, cache_key, is_text_part
-from localgate.vector.embedders import Embedder, Vectors
+from localgate.vector.embedders import Embedder, HashingEmbedder, Vectors
 from localgate.vector.key_sets import REFRESH_S, KeySets
 from localgate.vector.recent import RecentAnswers
+from localgate.vector.semantic_index import SemanticIndex
 from localgate.vector.store import CollectionInfo, VectorStore
 
 __all__ = ["CacheStats", "VectorCache", "cache_stats", "clear_cache", "merge_stream"]
@@ -173,6 +176,17 @@ class VectorCache:
         self._stored: dict[str, int] = {}
         self._recent = RecentAnswers()
         self._keys = KeySets(store, self._collection, metrics, self._recent.forget, key_refresh_s)
+        self._semantic = SemanticIndex(
+            store,
+            self._collection,
+            metrics,
+            embedder.dimensions,
+            settings.cache.semantic.max_index_entries,
+            key_refresh_s,
+        )
+        # The built-in embedder takes about 0.1 ms: a semantic miss is then answered on the
+        # event loop, with no thread hop. A model's embedding runs on the store's thread.
+        self._embeds_inline = isinstance(embedder, HashingEmbedder)
         self._generation = store.disk_generation()
 
     # -- request path --------------------------------------------------------
@@ -202,6 +216,8 @@ class VectorCache:
         try:
             if policy.exact:
                 self._keys.maintain(tenant)
+            if policy.semantic.enabled and key.semantic:
+                self._semantic.maintain(tenant)
             hit = self._recent_hit(tenant, key, policy)
             if hit is None:
                 hit = await self._stored_hit(tenant, key, policy)
@@ -281,9 +297,22 @@ class VectorCache:
         """How many exact keys the tenant's key set holds; None until it is loaded."""
         return self._keys.size(tenant)
 
+    async def load_semantic(self, tenant: str) -> int:
+        """Load the tenant's semantic index now and return its size (as ``load_keys``)."""
+        return await self._semantic.load(tenant)
+
+    def semantic_entries(self, tenant: str) -> int | None:
+        """How many entries the tenant's semantic index holds; None until it is loaded."""
+        return self._semantic.size(tenant)
+
+    def semantic_memory(self, tenant: str) -> int | None:
+        """About the bytes the tenant's semantic index takes; None until it is loaded."""
+        return self._semantic.memory_bytes(tenant)
+
     async def close(self) -> None:
-        """Give answers still queued a moment to be stored; stop the key sets' upkeep."""
+        """Give answers still queued a moment to be stored; stop the indexes' upkeep."""
         await self._keys.close()
+        await self._semantic.close()
         if self._draining is not None and not self._draining.done():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._draining), _CLOSE_WAIT_S)
@@ -296,6 +325,7 @@ class VectorCache:
             self._generation = generation
             self._recent.clear()
             self._keys.refresh_soon()
+            self._semantic.refresh_soon()
         if not policy.exact:
             return None
         found = self._recent.get(tenant, key.exact)
@@ -310,9 +340,16 @@ class VectorCache:
         if known is False:
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         exact = policy.exact and known is not False
-        if not exact and not (policy.semantic.enabled and key.semantic):
+        semantic = policy.semantic.enabled and key.semantic
+        if not exact and not semantic:
             return None  # no trip to the store: a miss in microseconds
-        found = await self._store.run(self._find, tenant, key, policy, exact)
+        close = None
+        if semantic and not exact and self._embeds_inline:
+            close = self._nearby(tenant, key, policy, time.time())
+            if close == []:
+                self._metrics.cache_lookups.labels("semantic", "miss").inc()
+                return None  # no candidate in the semantic index: no trip either
+        found = await self._store.run(self._find, tenant, key, policy, exact, close)
         if found.absent:
             self._keys.discard(tenant, key.exact)
         return found.hit
@@ -322,7 +359,14 @@ class VectorCache:
     def _collection(self, tenant: str) -> Any:
         return self._store.collection(tenant, _PURPOSE, self._embedder.space, self._embedder.name)
 
-    def _find(self, tenant: str, key: CacheKey, policy: CacheSettings, exact: bool) -> _Found:
+    def _find(
+        self,
+        tenant: str,
+        key: CacheKey,
+        policy: CacheSettings,
+        exact: bool,
+        close: list[tuple[str, float]] | None = None,
+    ) -> _Found:
         collection = self._collection(tenant)
         now = time.time()
         absent = False
@@ -340,42 +384,95 @@ class VectorCache:
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         if not (policy.semantic.enabled and key.semantic):
             return _Found(None, absent)
-        return _Found(self._similar(collection, key, policy, now), absent)
+        return _Found(self._similar(tenant, collection, key, policy, now, close), absent)
 
     def _similar(
-        self, collection: Any, key: CacheKey, policy: CacheSettings, now: float
+        self,
+        tenant: str,
+        collection: Any,
+        key: CacheKey,
+        policy: CacheSettings,
+        now: float,
+        close: list[tuple[str, float]] | None,
     ) -> _Hit | None:
         """The semantic layer: the nearest entries, then the closest of this conversation."""
-        key.vector = self._embedder.embed([key.last_turn])[0]
-        # Distances only: most lookups find no candidate above the threshold, and read
-        # nothing more. Chroma returns fewer than n_results when the collection is smaller.
-        found = collection.query(
-            query_embeddings=[key.vector],
-            n_results=policy.semantic.candidates,
-            include=["distances"],
-        )
-        close = [
-            (entry, 1.0 - float(distance))
-            for entry, distance in zip(found["ids"][0], found["distances"][0], strict=True)
-            if 1.0 - float(distance) >= policy.semantic.threshold
-        ]
-        hit = self._closest(collection, key, close, now) if close else None
+        threshold: float | None = policy.semantic.threshold
+        if close is None:
+            close = self._nearby(tenant, key, policy, now)
+        if close is None:  # no semantic index yet: ask the store
+            # Distances only: most lookups find no candidate above the threshold, and read
+            # nothing more. Chroma returns fewer than n_results when the collection is smaller.
+            found = collection.query(
+                query_embeddings=[self._vector(key)],
+                n_results=policy.semantic.candidates,
+                include=["distances"],
+            )
+            close = [
+                (entry, 1.0 - float(distance))
+                for entry, distance in zip(found["ids"][0], found["distances"][0], strict=True)
+                if 1.0 - float(distance) >= policy.semantic.threshold
+            ]
+            threshold = None  # Chroma's similarities are exact
+        hit = self._closest(collection, key, close, now, threshold) if close else None
         self._metrics.cache_lookups.labels("semantic", "hit" if hit else "miss").inc()
         return hit
 
+    def _vector(self, key: CacheKey) -> Vectors:
+        if key.vector is None:
+            key.vector = self._embedder.embed([key.last_turn])[0]
+        return key.vector
+
+    def _nearby(
+        self, tenant: str, key: CacheKey, policy: CacheSettings, now: float
+    ) -> list[tuple[str, float]] | None:
+        """Candidates from the tenant's semantic index: near enough (approximately), of this
+        conversation and fresh; None when the index cannot tell."""
+        found = self._semantic.nearest(
+            tenant,
+            self._vector(key),
+            key.fingerprint,
+            policy.semantic.candidates,
+            policy.semantic.threshold,
+            now,
+        )
+        if found is None:
+            return None
+        return [
+            (candidate.entry, candidate.similarity)
+            for candidate in found
+            if self._fresh(candidate.metadata, key.model, now)
+        ]
+
     def _closest(
-        self, collection: Any, key: CacheKey, close: list[tuple[str, float]], now: float
+        self,
+        collection: Any,
+        key: CacheKey,
+        close: list[tuple[str, float]],
+        now: float,
+        threshold: float | None = None,
     ) -> _Hit | None:
         """The most similar of ``close`` whose conversation is this one's and which is fresh.
 
         One read for all of them, answers included: there are rarely more than one or two.
+        With a ``threshold``, the similarities are the index's approximations: they are
+        computed again from the stored vectors, and the threshold applied to those.
         """
-        found = collection.get(
-            ids=[entry for entry, _ in close], include=["metadatas", "documents"]
-        )
+        include = ["metadatas", "documents"] + (["embeddings"] if threshold is not None else [])
+        found = collection.get(ids=[entry for entry, _ in close], include=include)
         stored = dict(
             zip(found["ids"], zip(found["metadatas"], found["documents"], strict=True), strict=True)
         )
+        if threshold is not None:
+            vector = self._vector(key)
+            exact = {
+                entry: float(np.dot(np.asarray(stored_vector, dtype=np.float32), vector))
+                for entry, stored_vector in zip(found["ids"], found["embeddings"], strict=True)
+            }
+            close = [
+                (entry, exact[entry])
+                for entry, _ in close
+                if entry in exact and exact[entry] >= threshold
+            ]
         for entry, similarity in sorted(close, key=lambda candidate: -candidate[1]):
             metadata, document = stored.get(entry, (None, ""))
             if (
@@ -422,12 +519,16 @@ class VectorCache:
         for tenant, items in by_tenant.items():
             entries = list(items.values())
             collection = self._collection(tenant)
+            ids = [entry.key.exact for entry in entries]
+            vectors = self._vectors([entry.key for entry in entries])
+            metadatas = [entry.metadata for entry in entries]
             collection.upsert(
-                ids=[entry.key.exact for entry in entries],
-                embeddings=self._vectors([entry.key for entry in entries]),
+                ids=ids,
+                embeddings=vectors,
                 documents=[entry.document for entry in entries],
-                metadatas=[entry.metadata for entry in entries],
+                metadatas=metadatas,
             )
+            self._semantic.add(tenant, ids, vectors, metadatas)
             stored = self._stored.get(tenant, 0)
             self._stored[tenant] = stored + len(entries)
             if stored // _PURGE_EVERY != self._stored[tenant] // _PURGE_EVERY:
