@@ -41,6 +41,7 @@ __all__ = [
     "FALLBACK_CASES",
     "LOOKUP_CASES",
     "LOOKUP_THRESHOLD",
+    "MISS_CASES",
     "STORE_CALLS",
     "LookupBench",
     "LookupResults",
@@ -71,6 +72,9 @@ STORE_CALLS = (
 )
 # The cases the exact layer alone (the default) meets: no embedding, no nearest neighbours.
 EXACT_CASES = ("exact hit, semantic-eligible", "exact hit, non-semantic", "non-semantic miss")
+# What a lookup adds to a request it cannot answer, which then goes upstream: the "adds"
+# target's cases. A hit replaces the upstream's call; the speed-up rows judge those.
+MISS_CASES = ("semantic-eligible miss", "non-semantic miss")
 _BATCH = 5000  # below the embedded Chroma's limit of 5,461 records per call
 
 
