@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import orjson
 import pytest
 
-from localgate.config import Settings, load_settings
-from localgate.frontdoor.routes import match_route
-from localgate.identity import Principal
-from localgate.observability import GatewayMetrics
-from localgate.pipeline.context import RequestContext
-from localgate.vector.cache import VectorCache, cache_stats, clear_cache
-from localgate.vector.embedders import HashingEmbedder
+from localgate.config import Settings
+from localgate.vector.cache import VectorCache, clear_cache
 from localgate.vector.store import VectorStore
+from tests.vector.cache_helpers import (
+    QUICK,
+    T,
+    ask,
+    new_cache,
+    poll,
+    settings_from,
+    store_answer,
+)
 
-T = TypeVar("T")
-ROUTE = match_route("POST", "/v1beta/models/gemini-2.5-flash:generateContent")
 CONFIG = "cache:\n  enabled: true\n  semantic: {enabled: true, threshold: 0.95}\n"
-QUICK = 0.05  # a key set's refresh interval in tests that wait for a refresh
 
 
 class CountingStore(VectorStore):
@@ -41,9 +40,7 @@ class CountingStore(VectorStore):
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    config = tmp_path / "localgate.yaml"
-    config.write_text(CONFIG)
-    return load_settings(config, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})[0]
+    return settings_from(tmp_path, CONFIG)
 
 
 @pytest.fixture
@@ -53,68 +50,11 @@ def store(settings: Settings) -> Iterator[CountingStore]:
     store.close()
 
 
-def ask(text: str, tenant: str = "acme", temperature: float | None = None) -> RequestContext:
-    """A redacted generateContent request of ``tenant``, as the cache stage sees it."""
-    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
-    if temperature is not None:
-        body["generationConfig"] = {"temperature": temperature}
-    return RequestContext(
-        request_id=f"{time.monotonic_ns():x}",
-        route=ROUTE,
-        principal=Principal(tenant, "tests"),
-        body=body,
-    )
-
-
-def new_cache(settings: Settings, store: VectorStore, refresh_s: float = 5.0) -> VectorCache:
-    return VectorCache(
-        settings, store, HashingEmbedder(), GatewayMetrics(), key_refresh_s=refresh_s
-    )
-
-
 async def lookup(cache: VectorCache, text: str, **request: Any) -> str:
     """The lookup's outcome: ``miss`` or ``hit; layer=...``."""
     ctx = ask(text, **request)
     await cache.lookup(ctx)
     return str(ctx.cache_status)
-
-
-async def store_answer(
-    cache: VectorCache, store: VectorStore, text: str, tenant: str = "acme"
-) -> None:
-    """Ask, have the upstream answer, and wait until the answer is in the store."""
-    ctx = ask(text, tenant)
-    await cache.lookup(ctx)
-    before = await entries(store, tenant)
-    answer = {
-        "candidates": [
-            {
-                "content": {"parts": [{"text": f"echo: {text}"}], "role": "model"},
-                "finishReason": "STOP",
-                "index": 0,
-            }
-        ],
-        "modelVersion": "gemini-2.5-flash",
-    }
-    cache.keep(ctx, orjson.dumps(answer))
-    cache.complete(ctx)
-    await poll(lambda: entries(store, tenant), lambda count: count > before)
-
-
-async def entries(store: VectorStore, tenant: str) -> int:
-    return sum(stats.entries for stats in await store.run(cache_stats, store, tenant))
-
-
-async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
-    """Await ``probe()`` until ``done`` holds for its result, or fail after 10 s."""
-    deadline = time.monotonic() + 10.0
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met before the deadline (last: {value!r})")
-        await asyncio.sleep(0.01)
 
 
 def test_once_the_keys_are_loaded_a_miss_makes_no_trip_to_the_store(

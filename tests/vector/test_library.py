@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from localgate.config import Settings, load_settings
+from localgate.config import Settings
 from localgate.errors import InvalidArgument, NotFound
 from localgate.redaction.session import PolicyBlocked
 from localgate.vector.embedders import HashingEmbedder, Vectors
 from localgate.vector.library import SHARED, Library, Passage
 from localgate.vector.store import VectorStore
+from tests.vector.cache_helpers import settings_from
 from tests.vector.fixtures.pdf import text_pdf
 from tests.vector.fixtures.texts import CONFIG, EXPENSES, LEAVE, VPN
 
@@ -39,9 +40,7 @@ class RecordingEmbedder:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    config = tmp_path / "localgate.yaml"
-    config.write_text(CONFIG)
-    return load_settings(config, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})[0]
+    return settings_from(tmp_path, CONFIG)
 
 
 @pytest.fixture

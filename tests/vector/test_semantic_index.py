@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pytest
 
-from localgate.config import Settings, load_settings
-from localgate.observability import GatewayMetrics
+from localgate.config import Settings
 from localgate.vector.cache import VectorCache, clear_cache
-from localgate.vector.embedders import HashingEmbedder
 from localgate.vector.semantic_index import _Entries
 from localgate.vector.store import VectorStore
-from tests.vector.test_cache import QUICK, ask, entries, poll
+from tests.vector import cache_helpers
+from tests.vector.cache_helpers import QUICK, ask, new_cache, poll, settings_from
 
 PARKING = "What is the parking policy for visitors on weekends?"
 CONFIG = "cache:\n  enabled: true\n  semantic: {enabled: true, threshold: 0.9%s}\n"
@@ -53,9 +51,7 @@ class CountingStore(VectorStore):
 
 
 def _settings(tmp_path: Path, extra: str = "") -> Settings:
-    config = tmp_path / "localgate.yaml"
-    config.write_text(CONFIG % extra)
-    return load_settings(config, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})[0]
+    return settings_from(tmp_path, CONFIG % extra)
 
 
 @pytest.fixture
@@ -70,32 +66,11 @@ def store(settings: Settings) -> Iterator[CountingStore]:
     store.close()
 
 
-def new_cache(settings: Settings, store: VectorStore, refresh_s: float = 5.0) -> VectorCache:
-    return VectorCache(
-        settings, store, HashingEmbedder(), GatewayMetrics(), key_refresh_s=refresh_s
-    )
-
-
 async def store_answer(
     cache: VectorCache, store: VectorStore, text: str, tenant: str = "acme"
 ) -> None:
     """Ask at temperature 0 (semantic-eligible), answer, and wait until it is stored."""
-    ctx = ask(text, tenant, temperature=0)
-    await cache.lookup(ctx)
-    before = await entries(store, tenant)
-    answer = {
-        "candidates": [
-            {
-                "content": {"parts": [{"text": f"echo: {text}"}], "role": "model"},
-                "finishReason": "STOP",
-                "index": 0,
-            }
-        ],
-        "modelVersion": "gemini-2.5-flash",
-    }
-    cache.keep(ctx, orjson.dumps(answer))
-    cache.complete(ctx)
-    await poll(lambda: entries(store, tenant), lambda count: count > before)
+    await cache_helpers.store_answer(cache, store, text, tenant, temperature=0)
 
 
 async def semantic(cache: VectorCache, text: str, tenant: str = "acme") -> str:
