@@ -22,12 +22,12 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from localgate.observability import GatewayMetrics
 from localgate.vector.store import VectorStore, VectorStoreUnavailable
 
-__all__ = ["REFRESH_S", "KeySets"]
+__all__ = ["REFRESH_S", "KeySets", "Upkeep"]
 
 logger = logging.getLogger("localgate.vector")
 
@@ -66,18 +66,59 @@ def _short_keys(entries: Iterable[str]) -> set[int]:
 
 
 @dataclass(slots=True)
-class _KeySet:
+class Upkeep:
+    """When a tenant's in-memory copy of what the store holds was read, and is due again.
+
+    Shared by the key sets and the semantic index: loaded on the tenant's first lookup,
+    refreshed every ``pause_s`` (slower when the store is slow), read again whole every
+    ``_RELOAD_S``, and trusted for ``_TRUSTED_FOR`` refresh intervals.
+    """
+
+    pause_s: float = REFRESH_S
+    refreshed_at: float = -math.inf  # monotonic: when the last load or refresh started
+    since: float = 0.0  # wall clock: the next refresh asks for entries created from here
+    refresh_due: float = -math.inf  # monotonic
+    reload_due: float = -math.inf  # monotonic
+    task: asyncio.Task[None] | None = None
+
+    def due(self, loaded: bool) -> Literal["load", "refresh"] | None:
+        """What to start now, if anything (nothing while a load or refresh runs)."""
+        if self.task is not None and not self.task.done():
+            return None
+        now = time.monotonic()
+        if not loaded or now >= self.reload_due:
+            # After a failure, no sooner than a refresh.
+            return "load" if now >= self.refresh_due else None
+        return "refresh" if now >= self.refresh_due else None
+
+    def trusted(self) -> bool:
+        """Refreshed lately enough that entries of other replicas are not missing."""
+        return time.monotonic() - self.refreshed_at <= _TRUSTED_FOR * self.pause_s
+
+    def loaded(self, started: float, wall: float) -> None:
+        """A load that started at ``started`` (monotonic) and ``wall`` (clock) is done."""
+        self.refreshed_at, self.since = started, wall - _LATE_S
+        self.reload_due = started + max(_RELOAD_S, _REST * (time.monotonic() - started))
+        self.refresh_due = started + self.pause_s
+
+    def refreshed(self, started: float, wall: float, refresh_s: float) -> None:
+        """A refresh that started then is done; a slow one makes the next wait longer."""
+        self.refreshed_at, self.since = started, wall - _LATE_S
+        self.pause_s = max(refresh_s, _REST * (time.monotonic() - started))
+        self.refresh_due = started + self.pause_s
+
+    def failed(self) -> None:
+        """Try again a refresh interval from now."""
+        self.refresh_due = time.monotonic() + self.pause_s
+
+
+@dataclass(slots=True)
+class _KeySet(Upkeep):
     """The exact keys in one tenant's cache collection, as this gateway last read them."""
 
     keys: set[int] | None = None  # None until the first load is complete
     collection: str = ""  # the id of the collection they were read from
     loading: set[int] | None = None  # what a load in progress has read so far
-    refreshed_at: float = -math.inf  # monotonic: when the last load or refresh started
-    since: float = 0.0  # wall clock: the next refresh asks for entries created from here
-    refresh_due: float = -math.inf  # monotonic
-    reload_due: float = -math.inf  # monotonic
-    pause_s: float = REFRESH_S
-    task: asyncio.Task[None] | None = None
 
     def add(self, shorts: set[int]) -> None:
         """Note keys that are in the store."""
@@ -120,21 +161,17 @@ class KeySets:
         keys = self._sets.get(tenant)
         if keys is None:
             keys = self._sets[tenant] = _KeySet(pause_s=self._refresh_s)
-        if keys.task is not None and not keys.task.done():
-            return
-        now = time.monotonic()
-        if keys.keys is None or now >= keys.reload_due:
-            if now >= keys.refresh_due:  # after a failure, no sooner than a refresh
-                keys.task = asyncio.get_running_loop().create_task(self._load(tenant, keys))
-        elif now >= keys.refresh_due:
-            keys.task = asyncio.get_running_loop().create_task(self._refresh(tenant, keys))
+        step = keys.due(loaded=keys.keys is not None)
+        if step is not None:
+            work = self._load if step == "load" else self._refresh
+            keys.task = asyncio.get_running_loop().create_task(work(tenant, keys))
 
     def holds(self, tenant: str, entry: str) -> bool | None:
         """Whether the tenant's store may hold ``entry``; None when the set cannot tell."""
         keys = self._sets.get(tenant)
         if keys is None or keys.keys is None:
             return None
-        if time.monotonic() - keys.refreshed_at > _TRUSTED_FOR * keys.pause_s:
+        if not keys.trusted():
             return None  # not refreshed lately: entries of other replicas may be missing
         return _short_key(entry) in keys.keys
 
@@ -191,10 +228,7 @@ class KeySets:
         if keys.collection and collection != keys.collection:
             self._cleared(tenant)
         keys.keys, keys.collection = found, collection
-        keys.refreshed_at, keys.since = started, wall - _LATE_S
-        took = time.monotonic() - started
-        keys.reload_due = started + max(_RELOAD_S, _REST * took)
-        keys.refresh_due = started + keys.pause_s
+        keys.loaded(started, wall)
 
     async def _read_all(self, tenant: str, found: set[int]) -> str:
         """Read the ids of the tenant's collection into ``found``, page by page; its id."""
@@ -228,16 +262,13 @@ class KeySets:
             keys.keys, keys.collection = set(), collection
             self._cleared(tenant)
         keys.add(_short_keys(entries))
-        keys.refreshed_at, keys.since = started, wall - _LATE_S
-        took = time.monotonic() - started
-        keys.pause_s = max(self._refresh_s, _REST * took)
-        keys.refresh_due = started + keys.pause_s
+        keys.refreshed(started, wall, self._refresh_s)
 
     def _failed(self, keys: _KeySet, what: str, reason: str) -> None:
         """Count and log a failure, and try again a refresh interval later."""
         logger.warning("cache: a key set could not %s: %s", what, reason)
         self._metrics.cache_errors.labels("keys").inc()
-        keys.refresh_due = time.monotonic() + keys.pause_s
+        keys.failed()
 
     # -- on the store's background thread -------------------------------------
 

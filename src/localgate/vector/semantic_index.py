@@ -37,7 +37,7 @@ import numpy as np
 
 from localgate.observability import GatewayMetrics
 from localgate.vector.embedders import Vectors
-from localgate.vector.key_sets import REFRESH_S
+from localgate.vector.key_sets import REFRESH_S, Upkeep
 from localgate.vector.store import VectorStore, VectorStoreUnavailable
 
 __all__ = ["Candidate", "SemanticIndex"]
@@ -59,12 +59,6 @@ _SEARCH_BREADTH = 128
 # The float16 similarity may be this far below the float32 one: candidates this close to
 # the threshold are read, and the threshold applied to the stored vector.
 MARGIN = 0.005
-# As for the key sets: trusted for this many refresh intervals; refreshes look back this
-# far; full reloads this often; loads and refreshes take 1/_REST of the thread at most.
-_TRUSTED_FOR = 3
-_LATE_S = 60.0
-_RELOAD_S = 600.0
-_REST = 100
 _ID_BYTES = 32
 
 
@@ -340,17 +334,11 @@ def _faiss() -> Any:
 
 
 @dataclass(slots=True)
-class _Tenant:
-    """One tenant's index and its upkeep, as key sets keep theirs."""
+class _Tenant(Upkeep):
+    """One tenant's index, kept up as the key sets keep theirs."""
 
     entries: _Entries | None = None  # None until the first load is complete
     loading: _Entries | None = None
-    refreshed_at: float = -math.inf  # monotonic
-    since: float = 0.0  # wall clock
-    refresh_due: float = -math.inf
-    reload_due: float = -math.inf
-    pause_s: float = REFRESH_S
-    task: asyncio.Task[None] | None = None
     reloading: bool = False  # a full reload is under way: the index in use stays trusted
 
 
@@ -384,14 +372,10 @@ class SemanticIndex:
         state = self._tenants.get(tenant)
         if state is None:
             state = self._tenants[tenant] = _Tenant(pause_s=self._refresh_s)
-        if state.task is not None and not state.task.done():
-            return
-        now = time.monotonic()
-        if state.entries is None or now >= state.reload_due:
-            if now >= state.refresh_due:
-                state.task = asyncio.get_running_loop().create_task(self._load(tenant, state))
-        elif now >= state.refresh_due:
-            state.task = asyncio.get_running_loop().create_task(self._refresh(tenant, state))
+        step = state.due(loaded=state.entries is not None)
+        if step is not None:
+            work = self._load if step == "load" else self._refresh
+            state.task = asyncio.get_running_loop().create_task(work(tenant, state))
 
     def nearest(
         self,
@@ -407,9 +391,8 @@ class SemanticIndex:
         state = self._tenants.get(tenant)
         if state is None or state.entries is None:
             return None
-        stale = time.monotonic() - state.refreshed_at > _TRUSTED_FOR * state.pause_s
         # During a full reload (seconds), refreshes wait for it: only misses are risked.
-        if stale and not state.reloading:
+        if not state.trusted() and not state.reloading:
             return None
         return state.entries.nearest(vector, count, threshold - MARGIN, fingerprint, now)
 
@@ -476,10 +459,7 @@ class SemanticIndex:
         # In this order: a write meanwhile (on the writing thread) reaches one or the other.
         state.entries = entries
         state.loading = None
-        state.refreshed_at, state.since = started, wall - _LATE_S
-        took = time.monotonic() - started
-        state.reload_due = started + max(_RELOAD_S, _REST * took)
-        state.refresh_due = started + state.pause_s
+        state.loaded(started, wall)
 
     async def _read_all(self, tenant: str, state: _Tenant) -> _Entries:
         offset = 0
@@ -519,10 +499,7 @@ class SemanticIndex:
         ids, vectors, metadatas = page
         if ids:
             entries.add(ids, vectors, metadatas)
-        state.refreshed_at, state.since = started, wall - _LATE_S
-        took = time.monotonic() - started
-        state.pause_s = max(self._refresh_s, _REST * took)
-        state.refresh_due = started + state.pause_s
+        state.refreshed(started, wall, self._refresh_s)
 
     async def _new_entries(self, collection: str) -> _Entries:
         # Made on the background thread: the first imports faiss (a quarter of a second).
@@ -533,7 +510,7 @@ class SemanticIndex:
     def _failed(self, state: _Tenant, what: str, reason: str) -> None:
         logger.warning("cache: a semantic index could not %s: %s", what, reason)
         self._metrics.cache_errors.labels("keys").inc()
-        state.refresh_due = time.monotonic() + state.pause_s
+        state.failed()
 
     # -- on the store's background thread -------------------------------------
 
