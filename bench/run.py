@@ -16,7 +16,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from bench.machine import Machine, MachineCpu, describe_machine
 from bench.report import Commands, render_report
 from bench.results import DIRECT, FLOOR, LOCALGATE, TARGETS, Measurement, Results, Scenario
-from bench.servers import BenchError, ServerProcess, free_ports, http_call, pinned
+from bench.servers import (
+    BenchError,
+    ServerProcess,
+    free_ports,
+    http_call,
+    pinned,
+    stopping_cleanly,
+)
 from bench.wrk import WrkError, WrkResult, lua_script, run_wrk, wrk_command
 
 __all__ = ["main"]
@@ -96,29 +101,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         print("bench: wrk is not installed (Debian/Ubuntu: apt-get install wrk)", file=sys.stderr)
         return 2
-    # A SIGTERM unwinds like Ctrl-C, so every child process is stopped on the way out.
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    try:
-        with tempfile.TemporaryDirectory(prefix="localgate-bench-") as tmp:
-            bench = Bench(Path(tmp), options)
-            results = bench.run()
-            report = render_report(
-                machine=bench.machine,
-                when=bench.started,
-                results=results,
-                commands=bench.commands,
-                settings=bench.settings_text(),
-                latency_key=LATENCY_SCENARIO,
-                throughput_key=THROUGHPUT_SCENARIO,
-                command=_command(options),
-                config=options.config,
-            )
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: interrupted; every server it started has been stopped", file=sys.stderr)
-        return 130
+    return stopping_cleanly(lambda: _run(options))
+
+
+def _run(options: RunOptions) -> int:
+    with tempfile.TemporaryDirectory(prefix="localgate-bench-") as tmp:
+        bench = Bench(Path(tmp), options)
+        results = bench.run()
+        report = render_report(
+            machine=bench.machine,
+            when=bench.started,
+            results=results,
+            commands=bench.commands,
+            settings=bench.settings_text(),
+            latency_key=LATENCY_SCENARIO,
+            throughput_key=THROUGHPUT_SCENARIO,
+            command=_command(options),
+            config=options.config,
+        )
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(report, encoding="utf-8")
     print(f"bench: wrote {options.out}", file=sys.stderr)
@@ -438,10 +438,6 @@ def _progress(message: str) -> None:
 def _quote(word: str) -> str:
     safe = all(c.isalnum() or c in "-_./:=,$+" for c in word)
     return word if safe else "'" + word.replace("'", "'\\''") + "'"
-
-
-def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def _parse_args(argv: Sequence[str] | None) -> RunOptions:

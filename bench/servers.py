@@ -17,9 +17,17 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
-__all__ = ["BenchError", "ServerProcess", "free_ports", "http_call", "pinned"]
+__all__ = [
+    "BenchError",
+    "ServerProcess",
+    "free_ports",
+    "http_call",
+    "pinned",
+    "stopping_cleanly",
+]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _POLL_INTERVAL_S = 0.05
@@ -29,6 +37,25 @@ _PR_SET_PDEATHSIG = 1
 
 class BenchError(RuntimeError):
     """The benchmark cannot go on; the message says why."""
+
+
+def stopping_cleanly(measure: Callable[[], int]) -> int:
+    """Run a whole benchmark (``measure`` returns its exit code) so that a SIGTERM unwinds
+    like Ctrl-C, stopping every server it started on the way out; a ``BenchError`` or an
+    interruption ends it with a message and exit code 1 or 130."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return measure()
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench: interrupted; every server it started has been stopped", file=sys.stderr)
+        return 130
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def free_ports(count: int) -> list[int]:
