@@ -28,19 +28,22 @@ class Detector:
     def __init__(self, recognizers: Sequence[Recognizer], min_score: float = 0.5) -> None:
         self.recognizers = tuple(recognizers)
         self.min_score = min_score
-        # One RE2 pass over the text says which prefiltered recognizers can match at all;
-        # the others (names, custom rules) always run.
+        # One RE2 pass over the text says which prefiltered recognizers can match at all:
+        # a recognizer runs only if its prefilter matches, and, if it keeps a match only
+        # next to a context word, one of those words is in the text. The others (names,
+        # custom rules) always run.
         self._always: list[Recognizer] = []
-        self._filtered: list[Recognizer] = []
-        patterns: list[str] = []
+        self._gated: list[tuple[Recognizer, frozenset[int]]] = []
+        patterns: dict[str, int] = {}
         for recognizer in self.recognizers:
             pattern = getattr(recognizer, "prefilter", None)
             if pattern is None:
                 self._always.append(recognizer)
-            else:
-                patterns.append(pattern)
-                self._filtered.append(recognizer)
-        self._prefilters = Prefilters(patterns)
+                continue
+            gates = (pattern, getattr(recognizer, "context_gate", None))
+            needs = frozenset(patterns.setdefault(g, len(patterns)) for g in gates if g)
+            self._gated.append((recognizer, needs))
+        self._prefilters = Prefilters(list(patterns))
 
     @classmethod
     def builtin(
@@ -57,8 +60,8 @@ class Detector:
         if not text:
             return []
         scan = Scan(fold(text), self._prefilters)
-        hits = self._prefilters.hits(scan.folded)
-        active = [*self._always, *(self._filtered[index] for index in hits)]
+        hits = frozenset(self._prefilters.hits(scan.folded))
+        active = [*self._always, *(r for r, needs in self._gated if needs <= hits)]
         found = [
             finding
             for recognizer in active

@@ -175,6 +175,17 @@ class PatternRecognizer:
     # windows without one.
     prefilter: str | None = None
 
+    @property
+    def context_gate(self) -> str | None:
+        """An RE2 pattern for any of the context words, if a match needs one nearby.
+
+        Case-insensitive, so it matches wherever ``_has_context`` finds a word in the
+        lower-cased text: a text it does not match has no match to keep.
+        """
+        if not self.requires_context:
+            return None
+        return "(?i)" + "|".join(map(re.escape, self.context))
+
     def find(self, scan: Scan) -> list[Finding]:
         """Findings of this type."""
         folded = scan.folded
