@@ -1,13 +1,15 @@
 """The detector's shortcuts find exactly what full scans find.
 
-Detection skips work: a recognizer searches only the windows where its RE2 prefilter
-matches, and the IPv6 and secret recognizers try their pattern only where a match can
-begin; patterns begin with a character, not a look-behind, so that re can skip to where
-one can begin; the name rules run only where their RE2 gate matches, and jieba segments
-only the lines that hold Chinese. Each shortcut is exact only while its assumption holds
-(a prefilter or gate matches wherever its rule finds something; the start positions
-include every possible start; jieba cuts at every newline); these properties check the
-findings against the same rules run without the shortcuts, on generated texts dense with
+Detection skips work: a recognizer searches only the windows (the stretches of a line
+around digits and ``@``) where its RE2 prefilter matches, and runs only if a context
+word it needs is in the text; the IPv6 and secret recognizers try their pattern only
+where a match can begin; patterns begin with a character, not a look-behind, so that
+re can skip to where one can begin; the name rules run only where their RE2 gate
+matches, and jieba segments only the lines that hold Chinese. Each shortcut is exact
+only while its assumption holds (a prefilter or gate matches wherever its rule finds
+something; no windowed pattern crosses a newline; the start positions include every
+possible start; jieba cuts at every newline); these properties check the findings
+against the same rules run without the shortcuts, on generated texts dense with
 identifiers, names and look-alikes.
 """
 
@@ -44,19 +46,37 @@ def dense_texts(draw: st.DrawFn) -> str:
 
 
 def unshortcut(text: str) -> list[Finding]:
-    """Every recognizer over every window, every pattern tried at every position."""
+    """Every recognizer over the whole text, every pattern tried at every position."""
     scan = Scan(fold(text), None)
     found = []
     for recognizer in DETECTOR.recognizers:
-        if isinstance(recognizer, PatternRecognizer) and recognizer.starts is not None:
-            recognizer = dataclasses.replace(recognizer, starts=None)
+        if isinstance(recognizer, PatternRecognizer):
+            recognizer = dataclasses.replace(recognizer, anchored=False, starts=None)
         found += [f for f in recognizer.find(scan) if f.score >= DETECTOR.min_score]
     return _resolve(found)
+
+
+# Prose between identifiers, long enough to put them in separate windows or not.
+FILLER = st.text(alphabet=st.sampled_from(list("ab Z手机号码，。\n-:")), max_size=300)
+
+
+@st.composite
+def sparse_texts(draw: st.DrawFn) -> str:
+    pieces = [draw(FILLER)]
+    for _ in range(draw(st.integers(1, 4))):
+        pieces += [draw(VALUES[draw(st.sampled_from(sorted(VALUES)))]), draw(FILLER)]
+    return "".join(pieces)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dense_texts())
 def test_shortcuts_find_what_full_scans_find(text: str) -> None:
+    assert DETECTOR.detect(text) == unshortcut(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sparse_texts())
+def test_windows_hold_every_match_in_sparse_text(text: str) -> None:
     assert DETECTOR.detect(text) == unshortcut(text)
 
 

@@ -136,18 +136,24 @@ class Scan:
 def _windows(folded: str) -> tuple[tuple[int, int], ...]:
     length = len(folded)
     widened = []
-    # Runs of digits and "@" closer than twice the padding share one window.
+    # Runs of digits and "@" on one line closer than twice the padding share one window.
+    # No windowed pattern crosses a newline, so a window ends at one: a block of records
+    # is a window per line, and each recognizer searches only the lines its prefilter
+    # matches.
     for cluster in _ANCHORS.finditer(folded):
-        high = min(length, cluster.end() + _PAD)
+        start, end = cluster.span()
+        line_start = folded.rfind("\n", 0, start) + 1
+        line_end = folded.find("\n", end)
+        high = min(length if line_end < 0 else line_end, end + _PAD)
         tail = _TOKEN_TAIL.match(folded, high)
-        widened.append((max(0, cluster.start() - _PAD), tail.end() if tail else high))
+        widened.append((max(line_start, start - _PAD), tail.end() if tail else high))
     return tuple(widened)
 
 
 # Identifiers with a digit or "@" are at most this long on either side of one.
 _PAD = 96
 # Starting with a plain class (not "[0-9@]+") lets re skip to the first anchor in C.
-_ANCHORS = re.compile(rf"[0-9@][0-9@]*(?:[^0-9@]{{1,{2 * _PAD}}}+[0-9@]+)*")
+_ANCHORS = re.compile(rf"[0-9@][0-9@]*(?:[^0-9@\n]{{1,{2 * _PAD}}}+[0-9@]+)*")
 _TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_-]*")
 
 
