@@ -48,7 +48,8 @@ class VectorLayer:
         if not needs_vector_layer(settings):
             return None
         embedder = build_embedder(settings.embeddings)
-        store = VectorStore(settings)
+        store = VectorStore(settings, isolate=True)
+        store.open_soon()
         logger.info("vector layer: store %s, embedder %s", store.where, embedder.name)
         return cls(
             store=store,

@@ -1,0 +1,111 @@
+"""The gateway's embedded store lives in a child process: chromadb's embedded writes hold
+the GIL for their whole duration, and in the gateway's own process they would stall
+every request in flight. These tests start the real child (real Chroma, real files)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localgate.config import Settings
+from localgate.vector import store as store_module
+from localgate.vector.store import VectorStore, VectorStoreUnavailable
+from tests.conftest import wait_until
+from tests.vector.cache_helpers import settings_from
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return settings_from(tmp_path, "cache:\n  enabled: true\n")
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[VectorStore]:
+    store = VectorStore(settings, isolate=True)
+    yield store
+    store.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+async def put_and_get(store: VectorStore, entry: str) -> list[str]:
+    """Store one entry through the writing thread and read it back on the reading one."""
+    collection = await store.run(store.collection, "acme", "cache", "builtin", "builtin")
+    await store.write(
+        lambda: collection.upsert(ids=[entry], embeddings=[[0.1, 0.2, 0.3]], documents=["d"])
+    )
+    found = await store.run(lambda: collection.get(ids=[entry], include=["documents"]))
+    return [*found["ids"], *found["documents"]]
+
+
+def test_the_gateway_store_runs_chroma_in_a_child_that_stops_with_the_store(
+    store: VectorStore, settings: Settings
+) -> None:
+    assert asyncio.run(put_and_get(store, "e1")) == ["e1", "d"]
+    pid = store.child_pid()
+    assert pid is not None
+    assert pid != os.getpid()
+    assert alive(pid)
+    # What the child wrote is on disk, where the CLI (in its own process) reads it.
+    cli = VectorStore(settings)
+    try:
+        assert [info.count for info in cli.sync(cli.collections, "acme")] == [1]
+        assert cli.child_pid() is None
+    finally:
+        cli.close()
+    store.close()
+    wait_until(lambda: not alive(pid))
+
+
+def test_a_dead_child_is_replaced_and_the_entries_are_still_there(
+    store: VectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_RETRY_S", 0.0)
+    assert asyncio.run(put_and_get(store, "e1")) == ["e1", "d"]
+    first = store.child_pid()
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: not alive(first))
+    with pytest.raises(VectorStoreUnavailable):
+        asyncio.run(put_and_get(store, "e2"))
+    assert asyncio.run(put_and_get(store, "e2")) == ["e2", "d"]
+    second = store.child_pid()
+    assert second is not None
+    assert second != first
+    collection = store.sync(store.collection, "acme", "cache", "builtin", "builtin")
+    assert sorted(store.sync(lambda: collection.get()["ids"])) == ["e1", "e2"]
+
+
+def test_the_child_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
+    """A gateway killed outright leaves no process holding its store open."""
+    script = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from localgate.vector.isolated import IsolatedChroma\n"
+        "chroma = IsolatedChroma(Path(sys.argv[1]))\n"
+        "print(chroma.pid, flush=True)\n"
+        "os._exit(0)\n"  # no clean-up: as if killed
+    )
+    done = subprocess.run(  # noqa: S603 - our interpreter, our script
+        [sys.executable, "-c", script, str(tmp_path / "chroma")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    child = int(done.stdout.strip())
+    wait_until(lambda: not alive(child), timeout=15)
