@@ -125,8 +125,9 @@ class LookupBench:
             f"  semantic: {{enabled: true, threshold: {LOOKUP_THRESHOLD}, "
             "max_index_entries: 0}\n",
         )
-        # Bulk inserts take seconds: a budget far beyond the lookups' own.
-        self.store = VectorStore(self.settings, timeout_s=BULK_TIMEOUT_S)
+        # Bulk inserts take seconds: a budget far beyond the lookups' own. The store in a
+        # process of its own, as the gateway opens it.
+        self.store = VectorStore(self.settings, timeout_s=BULK_TIMEOUT_S, isolate=True)
         self.metrics = GatewayMetrics()
         self.redactor = Redactor(self.settings)
         self.groups = groups

@@ -21,7 +21,7 @@ from bench.machine import Machine
 from localgate.testing import FakeGemini
 
 # The series "during a write" must follow the gateway's linger, so it is taken from there.
-from localgate.vector.cache import _LINGER_S as LINGER_S
+from localgate.vector.cache import WRITE_LINGER_S as LINGER_S
 
 __all__ = ["SPEED_ROUNDS", "Speedup", "measure_speedup"]
 
@@ -36,6 +36,7 @@ class Speedup:
     hit: Latency  # with the cache's store idle
     hit_after_miss: Latency  # sent as soon as a miss is answered, in that answer's linger
     hit_during_write: Latency  # sent when a miss's linger ends, as its answer is written
+    miss_during_write: Latency  # a new prompt sent then: does a write hold up the gateway?
     unexpected: int
     pinned: bool
 
@@ -47,7 +48,8 @@ def measure_speedup(
     folder: Path, upstream: FakeGemini, options: Options, machine: Machine
 ) -> Speedup:
     """In each round: distinct prompts (misses), one repeated prompt (exact hits), then pairs
-    of a miss and a hit: sent at once, and sent as the miss's answer is written."""
+    of a miss and a hit: sent at once, and sent as the miss's answer is written; then pairs
+    of misses, the second sent as the first's answer is written."""
     progress(f"speed-up: {options.requests} of each, upstream delay {options.delay_s} s")
     upstream.reset()
     cpus = machine.usable_cpus
@@ -57,6 +59,7 @@ def measure_speedup(
         "hit": [],
         "hit after miss": [],
         "hit during a write": [],
+        "miss during a write": [],
     }
     unexpected = 0
     repeated = ask("Summarise the open IT tickets of 张伟 (13812345678) in three bullet points.")
@@ -109,6 +112,11 @@ def measure_speedup(
                 # before the answer is sent): the hit is sent then, to meet the write.
                 time.sleep(max(0.0, answered + LINGER_S - time.perf_counter()))
                 timed(repeated, "hit; layer=exact", "hit during a write")
+            for _ in range(per_round):
+                gateway.wait_stored(misses)
+                answered = miss(None)
+                time.sleep(max(0.0, answered + LINGER_S - time.perf_counter()))
+                miss("miss during a write")
     upstream.delay(0)
     return Speedup(
         options.delay_s,
@@ -117,6 +125,7 @@ def measure_speedup(
         Latency.of(series["hit"]),
         Latency.of(series["hit after miss"]),
         Latency.of(series["hit during a write"]),
+        Latency.of(series["miss during a write"]),
         unexpected,
         plan,
     )

@@ -66,7 +66,7 @@ _PURGE_EVERY = 1000
 # must not grow the gateway's memory); counted as store errors.
 _MAX_QUEUED = 10_000
 _CLOSE_WAIT_S = 5.0
-_LINGER_S = 0.25
+WRITE_LINGER_S = 0.25
 
 
 def merge_stream(events: list[Any]) -> dict[str, Any]:
@@ -497,7 +497,7 @@ class VectorCache:
     async def _drain(self) -> None:
         # A write holds up reads in Chroma: gather answers for a moment, write them
         # together, so a burst of misses costs the lookups one pause, not one each.
-        await asyncio.sleep(_LINGER_S)
+        await asyncio.sleep(WRITE_LINGER_S)
         while self._queue:
             batch, self._queue = self._queue, []
             try:
