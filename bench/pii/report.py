@@ -12,21 +12,17 @@ from datetime import datetime
 from typing import Any
 
 from bench.machine import Machine
-from bench.pii.evaluate import (
+from bench.pii.detectors import (
     DEFAULT_ENGINE,
-    GROUP_A,
-    GROUP_B,
     PATTERN_ENGINE,
     PRESIDIO_REQUIREMENT,
-    TARGETS,
-    Counts,
     DetectorRun,
-    Scores,
     corpus_label,
-    markdown_tables,
     prompt_label,
     prose_label,
 )
+from bench.pii.scoring import GROUP_A, GROUP_B, TARGETS, Counts, Scores
+from bench.pii.tables import markdown_tables
 
 __all__ = ["Target", "render_report", "targets"]
 

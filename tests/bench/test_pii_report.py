@@ -6,18 +6,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.machine import Machine
-from bench.pii.evaluate import (
+from bench.pii.detectors import (
     DEFAULT_ENGINE,
     PATTERN_ENGINE,
     DetectorRun,
-    Prediction,
-    Scores,
     corpus_label,
     prompt_label,
     prose_label,
-    score,
 )
 from bench.pii.report import render_report, targets
+from bench.pii.scoring import Prediction, Scores, score
 
 RECORDS: list[dict[str, Any]] = [
     {
