@@ -33,6 +33,23 @@ def store(settings: Settings) -> Iterator[VectorStore]:
     store.close()
 
 
+def children(name: str = "localgate.vector.isolated") -> list[int]:
+    """This process's child processes running ``name`` (and not yet exited)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and name.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
@@ -40,6 +57,15 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "\nState:\tZ" not in status
+
+
+def kill_child(store: VectorStore) -> int:
+    """Kill the store's child outright; its pid."""
+    pid = store.child_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid))
+    return pid
 
 
 async def put_and_get(store: VectorStore, entry: str) -> list[str]:
@@ -76,10 +102,7 @@ def test_a_dead_child_is_replaced_and_the_entries_are_still_there(
 ) -> None:
     monkeypatch.setattr(store_module, "_RETRY_S", 0.0)
     assert asyncio.run(put_and_get(store, "e1")) == ["e1", "d"]
-    first = store.child_pid()
-    assert first is not None
-    os.kill(first, signal.SIGKILL)
-    wait_until(lambda: not alive(first))
+    first = kill_child(store)
     with pytest.raises(VectorStoreUnavailable):
         asyncio.run(put_and_get(store, "e2"))
     assert asyncio.run(put_and_get(store, "e2")) == ["e2", "d"]
@@ -109,3 +132,61 @@ def test_the_child_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
     )
     child = int(done.stdout.strip())
     wait_until(lambda: not alive(child), timeout=15)
+
+
+def test_a_child_that_died_while_another_process_changed_the_store_is_replaced(
+    store: VectorStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rag ingest`` or ``cache clear`` beside the gateway, and the child gone meanwhile:
+    one call fails cleanly, the next works."""
+    monkeypatch.setattr(store_module, "_RETRY_S", 0.0)
+    assert asyncio.run(put_and_get(store, "e1")) == ["e1", "d"]
+    kill_child(store)
+    cli = VectorStore(settings)
+    try:
+        cli.touch()
+    finally:
+        cli.close()
+    with pytest.raises(VectorStoreUnavailable):
+        asyncio.run(put_and_get(store, "e2"))
+    assert asyncio.run(put_and_get(store, "e2")) == ["e2", "d"]
+
+
+def test_a_handle_of_a_replaced_child_does_not_stop_the_new_one(
+    store: VectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_RETRY_S", 0.0)
+    old = store.sync(store.collection, "acme", "cache", "builtin", "builtin")
+    kill_child(store)
+    with pytest.raises(VectorStoreUnavailable):
+        asyncio.run(put_and_get(store, "e1"))
+    assert asyncio.run(put_and_get(store, "e1")) == ["e1", "d"]
+    second = store.child_pid()
+    with pytest.raises(VectorStoreUnavailable):
+        store.sync(lambda: old.count())
+    assert store.child_pid() == second
+    assert asyncio.run(put_and_get(store, "e2")) == ["e2", "d"]
+
+
+def test_the_child_ignores_a_stop_signal_meant_for_the_gateway(store: VectorStore) -> None:
+    """Ctrl-C or a service manager's SIGTERM reaches the gateway, which still has cache
+    writes to finish: the child keeps serving until the gateway closes the store."""
+    asyncio.run(put_and_get(store, "e1"))
+    pid = store.child_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGINT)
+    assert asyncio.run(put_and_get(store, "e2")) == ["e2", "d"]
+    assert store.child_pid() == pid
+    store.close()
+    wait_until(lambda: not alive(pid))
+
+
+def test_closing_the_store_while_it_opens_leaves_no_child(settings: Settings) -> None:
+    before = set(children())  # other tests' gateways may have theirs
+    store = VectorStore(settings, isolate=True)
+    store.open_soon()
+    wait_until(lambda: bool(set(children()) - before), timeout=30)  # it is starting
+    store.close()
+    wait_until(lambda: not set(children()) - before, timeout=30)
+    assert store.child_pid() is None

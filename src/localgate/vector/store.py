@@ -94,6 +94,7 @@ class VectorStore:
         self._lock = _SharedLock()
         self._opening = threading.Lock()
         self._client: Any = None
+        self._closed = False
         self._collections: dict[str, Any] = {}
         self._generation: float | None = None
         # While the store is down (failed to open, or a call ran out of time), calls
@@ -129,7 +130,8 @@ class VectorStore:
             try:
                 self._open()
             except VectorStoreUnavailable as exc:
-                logger.error("%s", exc.reason)
+                if not self._closed:
+                    logger.error("%s", exc.reason)
 
         self._background.submit(open_store)
 
@@ -156,10 +158,20 @@ class VectorStore:
                 # A slow background read does not make the store down: the lookups judge.
                 raise VectorStoreUnavailable(reason) from None
             self._mark_down(reason)
+            client = self._client
+            if isinstance(client, IsolatedChroma):
+                # A child that does not answer is ended: the threads waiting on it get
+                # an error, and the next call after the pause starts a new one.
+                client.kill()
             raise VectorStoreUnavailable(self._down) from None
 
     def _guarded(self, call: Callable[..., T], *args: Any) -> T:
-        self._refresh_if_changed()
+        try:
+            self._refresh_if_changed()
+        except Exception as exc:
+            self._after_child_error(exc)
+            reason = f"the vector store at {self.where} could not be reopened: {exc}"
+            raise VectorStoreUnavailable(reason) from exc
         try:
             return self._call(call, args, stale_ok=True)
         except _StaleHandle:
@@ -177,8 +189,7 @@ class VectorStore:
             except Exception as exc:
                 if stale_ok and _is_not_found(exc):
                     raise _StaleHandle from exc
-                if isinstance(exc, EOFError | ConnectionError):
-                    self._forget_child()  # the child is gone: the next open starts one
+                self._after_child_error(exc)
                 logger.exception("vector store call failed (%s)", self.where)
                 reason = f"the vector store at {self.where} failed: {exc}"
                 raise VectorStoreUnavailable(reason) from exc
@@ -202,6 +213,7 @@ class VectorStore:
         self._reader.shutdown(wait=False, cancel_futures=True)
         self._writer.shutdown(wait=False, cancel_futures=True)
         self._background.shutdown(wait=False, cancel_futures=True)
+        self._closed = True
         self._collections.clear()
         client, self._client = self._client, None
         if isinstance(client, IsolatedChroma):
@@ -213,17 +225,21 @@ class VectorStore:
         client = self._client
         return client.pid if isinstance(client, IsolatedChroma) else None
 
-    def _forget_child(self) -> None:
+    def _after_child_error(self, exc: Exception) -> None:
+        """After a failed call to the store's child: if the child is gone, forget it (the
+        next open starts a new one); else forget the collection handles, which may be
+        proxies of a child that was replaced."""
         client = self._client
-        if isinstance(client, IsolatedChroma):
-            with self._opening:
-                if self._client is client:
-                    self._client = None
-                    self._collections.clear()
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - already gone
-                logger.debug("the vector store's child process was already gone")
+        if not isinstance(client, IsolatedChroma) or not isinstance(exc, EOFError | OSError):
+            return
+        if client.answers():
+            self._collections.clear()
+            return
+        with self._opening:
+            if self._client is client:
+                self._client = None
+                self._collections.clear()
+        client.close()
 
     # -- collections (call these through run/sync) ----------------------------
 
@@ -266,7 +282,8 @@ class VectorStore:
                 if _is_not_found(exc):
                     return None
                 raise
-        self._collections[name] = found
+        if self._client is client:  # not replaced meanwhile
+            self._collections[name] = found
         return found
 
     def collections(
@@ -325,6 +342,11 @@ class VectorStore:
             with self._opening:  # the reading, writing and background threads may all ask
                 if self._client is None:
                     self._client = self._first_open()
+                if self._closed:  # closed while it opened: nobody will close it later
+                    client, self._client = self._client, None
+                    if isinstance(client, IsolatedChroma):
+                        client.close()
+                    raise VectorStoreUnavailable(f"the vector store at {self.where} is closed")
         return self._client
 
     def _first_open(self) -> Any:
