@@ -190,3 +190,24 @@ def test_closing_the_store_while_it_opens_leaves_no_child(settings: Settings) ->
     store.close()
     wait_until(lambda: not set(children()) - before, timeout=30)
     assert store.child_pid() is None
+
+
+def test_a_collection_made_with_chromas_default_sync_threshold_gets_ours(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores made before keep working, and their writes become as short as new ones'
+    from the next opening on (Chroma applies the change then)."""
+    with monkeypatch.context() as before:
+        before.setattr(store_module, "_SYNC_THRESHOLD", 1000)  # as collections were made
+        old = VectorStore(settings)
+        made = old.sync(old.collection, "acme", "cache", "builtin", "builtin")
+        assert made.configuration_json["hnsw"]["sync_threshold"] == 1000
+        old.close()
+    for _ in range(2):  # opened (and changed), then opened again
+        store = VectorStore(settings, isolate=True)
+        try:
+            collection = store.sync(store.collection, "acme", "cache", "builtin", "builtin")
+            threshold = collection.configuration_json["hnsw"]["sync_threshold"]
+        finally:
+            store.close()
+    assert threshold == 100

@@ -230,7 +230,7 @@ class _Proxy(BaseProxy):
 class _CollectionProxy(_Proxy):
     """A chromadb Collection in the child: its methods, and the attributes localgate reads."""
 
-    _exposed_ = ("get", "query", "upsert", "add", "delete", "count", "__getattribute__")
+    _exposed_ = ("get", "query", "upsert", "add", "delete", "count", "modify", "__getattribute__")
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         return self._remote("get", *args, **kwargs)
@@ -247,6 +247,9 @@ class _CollectionProxy(_Proxy):
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         return self._remote("delete", *args, **kwargs)
 
+    def modify(self, *args: Any, **kwargs: Any) -> Any:
+        return self._remote("modify", *args, **kwargs)
+
     def count(self) -> int:
         result: int = self._remote("count")
         return result
@@ -258,6 +261,11 @@ class _CollectionProxy(_Proxy):
     @property
     def name(self) -> str:
         result: str = self._remote("__getattribute__", "name")
+        return result
+
+    @property
+    def configuration_json(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._remote("__getattribute__", "configuration_json")
         return result
 
     @property
