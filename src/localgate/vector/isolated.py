@@ -31,10 +31,29 @@ from multiprocessing.managers import BaseManager, BaseProxy
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IsolatedChroma", "Listing"]
+__all__ = ["IsolatedChroma", "Listing", "listing", "open_embedded"]
 
 # (name, metadata, number of entries) of one collection.
 Listing = tuple[str, dict[str, Any], int]
+
+
+def open_embedded(path: Path | str) -> Any:
+    """chromadb's embedded client of ``path``, with its telemetry off (a data-localization
+    gateway phones home to nobody): in the child, or in the CLI's own process."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    return chromadb.PersistentClient(
+        path=str(path), settings=ChromaSettings(anonymized_telemetry=False)
+    )
+
+
+def listing(client: Any) -> list[Listing]:
+    """Every collection of a chromadb client: name, metadata and size."""
+    return [
+        (model.name, dict(model.metadata or {}), model.count())
+        for model in client.list_collections()
+    ]
 
 
 class IsolatedChroma:
@@ -169,15 +188,7 @@ class _Embedded:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._client = self._open()
-
-    def _open(self) -> Any:
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
-
-        # A data-localization gateway phones home to nobody.
-        settings = ChromaSettings(anonymized_telemetry=False)
-        return chromadb.PersistentClient(path=self._path, settings=settings)
+        self._client = open_embedded(path)
 
     def get_or_create_collection(self, name: str, **options: Any) -> Any:
         return self._client.get_or_create_collection(name, embedding_function=None, **options)
@@ -186,10 +197,7 @@ class _Embedded:
         return self._client.get_collection(name, embedding_function=None)
 
     def listing(self) -> list[Listing]:
-        return [
-            (model.name, dict(model.metadata or {}), model.count())
-            for model in self._client.list_collections()
-        ]
+        return listing(self._client)
 
     def delete_collection(self, name: str) -> None:
         self._client.delete_collection(name)
@@ -202,7 +210,7 @@ class _Embedded:
         from chromadb.api.shared_system_client import SharedSystemClient
 
         SharedSystemClient.clear_system_cache()
-        self._client = self._open()
+        self._client = open_embedded(self._path)
 
 
 def _connections(address: str) -> None:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from localgate.config import Settings
 from localgate.errors import InvalidArgument, LocalgateError, ServiceUnavailable
-from localgate.vector.isolated import IsolatedChroma, Listing
+from localgate.vector.isolated import IsolatedChroma, Listing, listing, open_embedded
 
 __all__ = ["CollectionInfo", "VectorStore", "VectorStoreUnavailable", "check_collection_name"]
 
@@ -316,12 +316,7 @@ class VectorStore:
 
     def _listing(self) -> list[Listing]:
         client = self._open()
-        if isinstance(client, IsolatedChroma):
-            return client.listing()
-        return [
-            (model.name, dict(model.metadata or {}), model.count())
-            for model in client.list_collections()
-        ]
+        return client.listing() if isinstance(client, IsolatedChroma) else listing(client)
 
     def drop(self, name: str) -> None:
         """Delete one collection (by its Chroma name) and say so to other processes."""
@@ -388,7 +383,7 @@ class VectorStore:
                 isolated = IsolatedChroma(self._path)
                 logger.info("vector store %s: opened in process %d", self._path, isolated.pid)
                 return isolated
-            return chromadb.PersistentClient(path=str(self._path), settings=chroma_settings)
+            return open_embedded(self._path)
         except Exception as exc:
             raise VectorStoreUnavailable(
                 f"the vector store at {self.where} cannot be opened: {exc}"
