@@ -33,17 +33,19 @@ class Detector:
         # next to a context word, one of those words is in the text. The others (names,
         # custom rules) always run.
         self._always: list[Recognizer] = []
-        self._gated: list[tuple[Recognizer, frozenset[int]]] = []
-        patterns: dict[str, int] = {}
+        gated: list[tuple[Recognizer, tuple[str, ...]]] = []
         for recognizer in self.recognizers:
             pattern = getattr(recognizer, "prefilter", None)
             if pattern is None:
                 self._always.append(recognizer)
                 continue
             gates = (pattern, getattr(recognizer, "context_gate", None))
-            needs = frozenset(patterns.setdefault(g, len(patterns)) for g in gates if g)
-            self._gated.append((recognizer, needs))
-        self._prefilters = Prefilters(list(patterns))
+            gated.append((recognizer, tuple(gate for gate in gates if gate)))
+        self._prefilters = Prefilters([gate for _, gates in gated for gate in gates])
+        index = self._prefilters.index
+        self._gated = [
+            (recognizer, frozenset(index[gate] for gate in gates)) for recognizer, gates in gated
+        ]
 
     @classmethod
     def builtin(

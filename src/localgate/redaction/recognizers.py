@@ -53,13 +53,13 @@ class Prefilters:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self._set = re2.Set.SearchSet(_re2_options())
-        for pattern in patterns:
-            self._set.Add(pattern)
-        self._set.Compile()
-        # Recognizers with the same prefilter (the card shapes) share its first index.
+        # A pattern given twice (the card shapes' prefilter, a context gate two
+        # recognizers share) is added once: its index serves all.
         self.index: dict[str, int] = {}
-        for index, pattern in enumerate(patterns):
-            self.index.setdefault(pattern, index)
+        for pattern in patterns:
+            if pattern not in self.index:
+                self.index[pattern] = self._set.Add(pattern)
+        self._set.Compile()
 
     def hits(self, text: str) -> Sequence[int]:
         """Indices of the patterns that match somewhere in ``text``."""
