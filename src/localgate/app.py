@@ -23,7 +23,7 @@ from localgate.observability import AccessLog, GatewayMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import IdentityStage, NoAudit, NoCache, NoLimits, NoRetrieval
-from localgate.redaction.stage import PolicyRedaction
+from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.upstream import GeminiUpstream, Router
 from localgate.upstream.gemini import open_session
@@ -69,7 +69,7 @@ def create_app(settings: Settings) -> ASGIApp:
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
-            redaction=PolicyRedaction(settings, metrics),
+            redaction=PolicyRedaction(settings, metrics, signature_seal(settings)),
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),

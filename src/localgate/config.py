@@ -8,6 +8,8 @@ nothing is half-applied. Environment variables override the file:
 - ``LOCALGATE_UPSTREAM_URL``  ``upstream.base_url``
 - ``GEMINI_API_KEY``          the upstream's API key (wins over ``upstream.api_key_file``)
 - ``LOCALGATE_CHROMA_TOKEN``  the Chroma server's token (with ``cache.chroma_url``)
+- ``LOCALGATE_SIGNATURE_KEY`` the key that seals thought signatures (wins over
+  ``proxy.signature_key_file``)
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ ENV_DATA_DIR = "LOCALGATE_DATA_DIR"
 ENV_UPSTREAM_URL = "LOCALGATE_UPSTREAM_URL"
 ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
 ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
+ENV_SIGNATURE_KEY = "LOCALGATE_SIGNATURE_KEY"
 ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
 ENV_CHROMA_TOKEN = "LOCALGATE_CHROMA_TOKEN"  # noqa: S105 - a variable's name, not a secret
 
@@ -174,6 +177,7 @@ class RedactionSettings(_Section):
     detect_names: bool = True
     min_score: float = Field(0.5, gt=0, le=1)
     scan_answers: bool = False
+    foreign_signatures: Literal["refuse", "drop"] = "refuse"
 
 
 class TenantRedactionSettings(_Section):
@@ -187,6 +191,7 @@ class TenantRedactionSettings(_Section):
     detect_names: bool | None = None
     min_score: float | None = Field(None, gt=0, le=1)
     scan_answers: bool | None = None
+    foreign_signatures: Literal["refuse", "drop"] | None = None
 
 
 class ProxySettings(_Section):
@@ -195,6 +200,7 @@ class ProxySettings(_Section):
     enable_audit: bool = True
     redaction: RedactionSettings = RedactionSettings()
     redaction_rules: tuple[RedactionRule, ...] = ()
+    signature_key_file: Path | None = None
 
 
 class AuditSettings(_Section):
@@ -413,6 +419,11 @@ class Settings(_Section):
     def vector_store_path(self) -> Path:
         """Where the embedded ChromaDB keeps its files."""
         return self.cache.persist_path or self.data_dir / "chroma"
+
+    @property
+    def signature_key_path(self) -> Path:
+        """The key that seals thought signatures (created on first start)."""
+        return self.proxy.signature_key_file or self.data_dir / "signature-seal.key"
 
     @property
     def state_db_path(self) -> Path:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["Secret"]
+import base64
+import binascii
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["Secret", "load_or_create_key"]
 
 
 class Secret:
@@ -31,3 +38,25 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+def load_or_create_key(environment_value: str | None, key_file: Path) -> bytes:
+    """32 random bytes, base64-encoded in the environment or in ``key_file``; the file is
+    created (owner-only) if neither exists."""
+    material = environment_value.strip() if environment_value else None
+    if material is None:
+        if not key_file.exists():
+            key_file.parent.mkdir(parents=True, exist_ok=True)
+            # O_EXCL: two processes starting at once cannot each write a different key.
+            with contextlib.suppress(FileExistsError):
+                descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "w") as handle:
+                    handle.write(base64.b64encode(secrets.token_bytes(32)).decode() + "\n")
+        material = key_file.read_text().strip()
+    try:
+        key = base64.b64decode(material, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"the key in {key_file} is not base64") from exc
+    if len(key) != 32:
+        raise ValueError(f"the key in {key_file} must be 32 bytes, base64-encoded")
+    return key

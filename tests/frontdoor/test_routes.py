@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localgate.errors import MethodNotAllowed, NotFound, PermissionDenied
+from localgate.errors import InvalidArgument, MethodNotAllowed, NotFound, PermissionDenied
 from localgate.frontdoor.routes import GeminiMethod, match_route
 
 
@@ -45,7 +45,6 @@ def test_served_routes(method: str, path: str, expected: GeminiMethod, upstream_
     [
         "/v1beta/models/gemini:unknownVerb",
         "/v1beta/models/a/b:generateContent",
-        "/v1beta/models/.hidden:generateContent",
         "/v1beta/cachedContents/x",
         "/v1beta/models/gemini-2.5-flash:generateContent/extra",
         "/metricsx",
@@ -54,6 +53,35 @@ def test_served_routes(method: str, path: str, expected: GeminiMethod, upstream_
 def test_unknown_paths_are_not_found(path: str) -> None:
     with pytest.raises(NotFound):
         match_route("POST", path)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        ".hidden",
+        "..",
+        "gemini 2.5",
+        "gemini%2e",
+        "张伟的模型",
+        "a" * 129,
+        "gemini-2.5-flash\u200b",
+        "zhang.wei+13812345678",
+    ],
+)
+@pytest.mark.parametrize("verb", [":generateContent", ""])
+def test_a_model_name_outside_the_grammar_is_refused_without_repeating_it(
+    model: str, verb: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        match_route("POST" if verb else "GET", f"/v1beta/models/{model}{verb}")
+
+    assert model not in caught.value.message
+    assert "gemini-2.5-flash" in caught.value.message
+
+
+@pytest.mark.parametrize("model", ["gemini-2.5-flash", "text-embedding-004", "claude@20240620"])
+def test_model_names_google_uses_are_served(model: str) -> None:
+    assert match_route("GET", f"/v1/models/{model}").model_id == model
 
 
 def test_wrong_http_method() -> None:

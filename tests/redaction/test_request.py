@@ -184,13 +184,13 @@ def test_multimodal_function_response_parts_are_scanned(detector: Detector) -> N
     assert PHONE not in base64.b64decode(sent).decode()
 
 
-def test_keys_that_carry_data_are_scanned_and_signatures_left_alone(detector: Detector) -> None:
+def test_keys_that_carry_data_are_scanned(detector: Detector) -> None:
     body = {
         "contents": [
             {
                 "parts": [
                     {"functionResponse": {"name": "f", "response": {"li@example.com": "vip"}}},
-                    {"text": "ok", "thoughtSignature": "CoMBAdHtim13812345678AAAA"},
+                    {"functionCall": {"name": "f", "args": {f"zhang_{PHONE}": 1, "n": 2}}},
                 ]
             }
         ]
@@ -199,7 +199,10 @@ def test_keys_that_carry_data_are_scanned_and_signatures_left_alone(detector: De
     out = redact_request_body(GeminiMethod.GENERATE_CONTENT, body, session(detector))
 
     assert out["contents"][0]["parts"][0]["functionResponse"]["response"] == {"[EMAIL_1]": "vip"}
-    assert out["contents"][0]["parts"][1]["thoughtSignature"] == "CoMBAdHtim13812345678AAAA"
+    assert out["contents"][0]["parts"][1]["functionCall"]["args"] == {
+        "zhang_[CN_MOBILE_1]": 1,
+        "n": 2,
+    }
 
 
 def test_non_utf8_text_blobs_cannot_be_scanned(detector: Detector) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 
-from localgate.errors import MethodNotAllowed, NotFound, PermissionDenied
+from localgate.errors import InvalidArgument, MethodNotAllowed, NotFound, PermissionDenied
 
 __all__ = ["GeminiMethod", "GeminiRoute", "match_route"]
 
@@ -79,13 +79,16 @@ class GeminiRoute:
         return path
 
 
-# The version segment, then the resource. Model ids are restricted to the characters
-# Google uses, so a path can never smuggle `..`, `?` or another segment upstream.
+# The version segment, then the resource, then the model segment as it came.
 _GEMINI_PATH = re.compile(
     r"^(?P<prefix>(?:/[^/]+)*?)/(?P<version>v1|v1beta|v1alpha)"
     r"/(?P<collection>models|tunedModels)"
-    r"(?:/(?P<model>[A-Za-z0-9][A-Za-z0-9._-]{0,127})(?::(?P<verb>[A-Za-z]+))?)?$"
+    r"(?:/(?P<model>[^/:]+)(?::(?P<verb>[A-Za-z]+))?)?$"
 )
+# A model name: the characters Google's names use (gemini-2.5-flash, text-embedding-004,
+# a pinned name@001), so a path can never smuggle `..`, `?`, `%`, spaces or another
+# segment upstream. What fits can still be a phone number: the redaction stage checks.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 # The Files API and anything that stores content server-side would bypass redaction.
 _FILES_PATH = re.compile(r"(?:^|/)(?:upload/)?(?:v1|v1beta|v1alpha)/files(?:[/:?]|$)")
 
@@ -110,6 +113,12 @@ def match_route(http_method: str, path: str) -> GeminiRoute:
             "embedContent|batchEmbedContents, GET {version}/models and {version}/models/{model}."
         )
     model_id, verb = found["model"], found["verb"]
+    if model_id is not None and not _MODEL_NAME.fullmatch(model_id):
+        # The name is not repeated: it may be anything, personal data included.
+        raise InvalidArgument(
+            "The model name in the request path is not a valid model name: use letters, "
+            "digits, '.', '-', '_' and '@' (at most 128 characters), e.g. gemini-2.5-flash."
+        )
     if verb is None:
         method = GeminiMethod.GET_MODEL if model_id else GeminiMethod.LIST_MODELS
     elif verb in _VERBS:

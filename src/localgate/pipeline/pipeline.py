@@ -69,9 +69,9 @@ class Pipeline:
                 if size > _REDACT_IN_THREAD_BYTES:
                     # Seconds of CPU for a large prompt: off the event loop, so every
                     # other request (and /healthz) keeps being served meanwhile.
-                    await asyncio.to_thread(self.redaction.redact_request, ctx)
+                    await asyncio.to_thread(self.redaction.redact_request, ctx, inbound.query)
                 else:
-                    self.redaction.redact_request(ctx)
+                    self.redaction.redact_request(ctx, inbound.query)
             except LocalgateError as exc:
                 # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
                 outcome = "blocked by policy" if exc.code < 500 else "refused: redaction failed"

@@ -9,6 +9,7 @@ place, for the traffic-control work to replace without touching the pipeline. Th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from localgate.identity import KeyStore
@@ -60,8 +61,9 @@ class LimitsStage(Protocol):
 class RedactionStage(Protocol):
     """Replaces personal data in the request, and restores it in the answer."""
 
-    def redact_request(self, ctx: RequestContext) -> None:
-        """Rewrite ``ctx.body`` so that nothing sensitive is left in it."""
+    def redact_request(self, ctx: RequestContext, query: Sequence[tuple[str, str]] = ()) -> None:
+        """Rewrite ``ctx.body`` so that nothing sensitive is left in it; refuse personal
+        data in what cannot be rewritten (the path's model name, forwarded ``query``)."""
         ...
 
     def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:

@@ -10,6 +10,7 @@ from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
 from localgate.redaction.names import NameRecognizer
 from localgate.redaction.recognizers import Prefilters, Scan, builtin_recognizers
+from localgate.redaction.reveal import reveal
 
 __all__ = ["Detector", "Recognizer"]
 
@@ -58,7 +59,24 @@ class Detector:
         return cls(recognizers, min_score)
 
     def detect(self, text: str) -> list[Finding]:
-        """Non-overlapping findings in ``text``, in order of position."""
+        """Non-overlapping findings in ``text``, in order of position.
+
+        Detection reads the text as the model will (``reveal``: escapes, percent-encoding
+        and invisible characters undone); each finding spans the whole encoded stretch of
+        ``text`` that its value came from.
+        """
+        if not text:
+            return []
+        revealed = reveal(text)
+        if revealed is None:
+            return self._detect(text)
+        span = revealed.original_span
+        return [
+            Finding(*span(found.start, found.end), found.type, found.score)
+            for found in self._detect(revealed.text)
+        ]
+
+    def _detect(self, text: str) -> list[Finding]:
         if not text:
             return []
         scan = Scan(fold(text), self._prefilters)

@@ -5,8 +5,8 @@ punctuation; text pasted from word processors carries no-break and thin spaces a
 dashes; other scripts have their own decimal digits. Each of these folds to one ASCII
 character (dashes and digits beyond what NFKC does). Patterns match on folded text;
 because every character folds to exactly one character, a span found in the folded text
-is the same span in the original. Zero-width characters and soft hyphens would need
-removing, which changes offsets: they are not handled.
+is the same span in the original. Zero-width characters and soft hyphens need removing,
+which changes offsets: ``reveal`` does that before folding, with its own position map.
 Characters whose NFKC form is longer than one character (ligatures, ``㈱``) are left
 as they are.
 """

@@ -4,10 +4,12 @@ The walk does not rely on knowing which fields carry text: a field it does not k
 (a new API field, a snake_case spelling, a key added by ``extra_body``) could otherwise
 carry personal data around the redactor. So every string value is scanned — text parts,
 system instruction, function arguments and responses, code, titles, unknown fields —
-and so is every dict key that is not a plain field name. Exceptions: short letter-only
-strings (roles, enum values), ``thoughtSignature`` (opaque, must be echoed unchanged),
-and ``inlineData``/``fileData``: text-like MIME types in UTF-8 are decoded, redacted and
-re-encoded; anything else cannot be read, so the policy's ``binary_data`` decides.
+and so is every dict key that is not a plain field name (letters and underscores only).
+Exceptions: short letter-only strings (roles, enum values); ``thoughtSignature``
+(opaque: only signatures the gateway itself sealed for this tenant go on, opened to the
+upstream's original — signatures.py); and ``inlineData``/``fileData``: text-like MIME
+types in UTF-8 are decoded, redacted and re-encoded; anything else cannot be read, so
+the policy's ``binary_data`` decides.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from localgate.frontdoor.routes import GeminiMethod
 from localgate.redaction.session import RedactionSession
+from localgate.redaction.signatures import SIGNATURE_FIELDS
 
 __all__ = ["redact_request_body"]
 
@@ -57,8 +60,10 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
     out: dict[str, Any] = {}
     for key, item in value.items():
         where = f"{path}.{key}" if path else key
-        if key in _OPAQUE:
-            out[key] = item  # must be echoed back unchanged, and carries no text
+        if key in SIGNATURE_FIELDS:
+            signature = session.signature(item, where)
+            if signature is not None:
+                out[key] = signature
         elif key in _BLOBS and isinstance(item, dict):
             out[key] = _blob(item, where, session)
         elif key in _FILES:
@@ -76,8 +81,8 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
 # Short letter-only strings: "user", "STRING", "BLOCK_ONLY_HIGH", "get_weather". Longer
 # ones are scanned: an AWS key id can be letters only, but is 20 characters.
 _IDENTIFIER = re.compile(r"[A-Za-z_]{1,16}")
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_OPAQUE = frozenset({"thoughtSignature", "thought_signature"})
+# Keys with digits are scanned: ``{"zhang_13812345678": ...}`` is data, not a field name.
+_FIELD_NAME = re.compile(r"[A-Za-z_]{1,64}")
 _BLOBS = frozenset({"inlineData", "inline_data"})
 _FILES = frozenset({"fileData", "file_data"})
 _TEXT_CHARSETS = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})

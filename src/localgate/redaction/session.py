@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from localgate.config import Action, RedactionSettings
 from localgate.errors import InvalidArgument
 from localgate.redaction.detector import Detector
 from localgate.redaction.placeholders import Pseudonyms
+from localgate.redaction.reveal import plain
 
 __all__ = ["PolicyBlocked", "RedactionSession"]
 
@@ -28,8 +29,12 @@ class RedactionSession:
         rule_replacements: Mapping[str, str] | None = None,
         *,
         reversible: bool = True,
+        open_signature: Callable[[object], str | None] | None = None,
     ) -> None:
         self.settings = settings
+        # Opens a thought signature the gateway sealed for this tenant (signatures.py);
+        # without one, every signature counts as foreign.
+        self._open_signature = open_signature
         # False for text that is stored, not sent (retrieval passages): ``pseudonymize``
         # then writes the bare type, ``[PERSON]``, which no request's table can restore.
         self.reversible = reversible
@@ -69,7 +74,9 @@ class RedactionSession:
             if action is None:
                 action = actions[finding.type] = self.action_for(finding.type)
             self.counts[(finding.type, action)] += 1
-            value = text[finding.start : finding.end]
+            # The value as the model would read it: the same number escaped or not is one
+            # value with one placeholder, and the answer gets it back readable.
+            value = plain(text[finding.start : finding.end])
             self.request_values.add(value)
             if action == "allow":
                 self.allowed_values.add(value)
@@ -86,6 +93,40 @@ class RedactionSession:
             else:
                 replacement = self._mask(finding.type, value)
             pieces += (text[last : finding.start], replacement)
+            last = finding.end
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def signature(self, presented: object, where: str) -> str | None:
+        """The upstream's own signature for one the client sent back; None to drop it.
+
+        A signature the gateway did not seal for this tenant could carry anything: it is
+        refused, or dropped if the policy says so.
+        """
+        opened = self._open_signature(presented) if self._open_signature else None
+        if opened is not None:
+            return opened
+        if self.settings.foreign_signatures == "drop":
+            return None
+        raise PolicyBlocked(
+            f"{where} is not a thought signature localgate received from the model for your "
+            "tenant, and an opaque field cannot be checked for personal data. Send back the "
+            "signatures exactly as the gateway returned them, or leave them out."
+        )
+
+    def refusals(self, text: str) -> list[str]:
+        """Types found in ``text`` that the policy does not let through in clear (for
+        values that cannot be rewritten, such as a model name in the path)."""
+        types = {finding.type for finding in self.detector.detect(text)}
+        return sorted(t for t in types if self.action_for(t) != "allow")
+
+    def typed(self, text: str) -> str:
+        """``text`` with every finding replaced by its bare type, ``[CN_MOBILE]``: for
+        recording a value that was refused, whatever the policy's action."""
+        pieces: list[str] = []
+        last = 0
+        for finding in self.detector.detect(text):
+            pieces += (text[last : finding.start], f"[{finding.type}]")
             last = finding.end
         pieces.append(text[last:])
         return "".join(pieces)
@@ -114,7 +155,7 @@ class RedactionSession:
             start, end = finding.start - offset, finding.end - offset
             if start < 0:
                 continue
-            value = text[start:end]
+            value = plain(text[start:end])
             if value in self.request_values or self.action_for(finding.type) == "allow":
                 continue
             self.answer_counts[finding.type] += 1

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import re
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from localgate.config import RedactionSettings, Settings
+from localgate.config import ENV_SIGNATURE_KEY, RedactionSettings, Settings
 from localgate.errors import LocalgateError
 from localgate.observability import GatewayMetrics
 from localgate.pipeline.context import RequestContext
@@ -15,9 +19,18 @@ from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
 from localgate.redaction.custom import VALIDATORS, CustomRecognizer, compile_pattern
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
-from localgate.redaction.session import RedactionSession
+from localgate.redaction.session import PolicyBlocked, RedactionSession
+from localgate.redaction.signatures import SignatureSeal, seal_answer
+from localgate.secret import load_or_create_key
 
-__all__ = ["Detectors", "PolicyRedaction", "RedactionFailed", "build_detector", "new_session"]
+__all__ = [
+    "Detectors",
+    "PolicyRedaction",
+    "RedactionFailed",
+    "build_detector",
+    "new_session",
+    "signature_seal",
+]
 
 logger = logging.getLogger("localgate")
 
@@ -27,7 +40,12 @@ class RedactionFailed(LocalgateError):
 
 
 def new_session(
-    settings: Settings, policy: RedactionSettings, detector: Detector, *, reversible: bool = True
+    settings: Settings,
+    policy: RedactionSettings,
+    detector: Detector,
+    *,
+    reversible: bool = True,
+    open_signature: Callable[[object], str | None] | None = None,
 ) -> RedactionSession:
     """A session applying ``policy`` and the configured custom rules' own actions."""
     rules = settings.proxy.redaction_rules
@@ -37,6 +55,15 @@ def new_session(
         {rule.type: rule.action for rule in rules},
         {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
         reversible=reversible,
+        open_signature=open_signature,
+    )
+
+
+def signature_seal(settings: Settings) -> SignatureSeal:
+    """The seal of thought signatures: $LOCALGATE_SIGNATURE_KEY, else the key file
+    (created on first start). Replicas behind one load balancer need the same key."""
+    return SignatureSeal(
+        load_or_create_key(os.environ.get(ENV_SIGNATURE_KEY), settings.signature_key_path)
     )
 
 
@@ -75,34 +102,50 @@ class Detectors:
 class _State:
     """What the stage keeps in a request's context."""
 
-    __slots__ = ("session", "stream")
+    __slots__ = ("seal", "session", "stream")
 
-    def __init__(self, session: RedactionSession) -> None:
+    def __init__(self, session: RedactionSession, seal: Callable[[str], str]) -> None:
         self.session = session
+        self.seal = seal  # seals the upstream's thought signatures for this tenant
         self.stream: StreamAnswerRestorer | None = None
 
 
 class PolicyRedaction:
     """Redacts requests by each tenant's policy and restores placeholders in answers."""
 
-    def __init__(self, settings: Settings, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self, settings: Settings, metrics: GatewayMetrics, signatures: SignatureSeal
+    ) -> None:
         self._settings = settings
         self._metrics = metrics
+        self._signatures = signatures
         self._detectors = Detectors(settings)
         self._policies: dict[str, RedactionSettings] = {}
         # Built now, not on the first request: the first request should not pay for it.
         self._detectors.for_policy(settings.proxy.redaction)
 
-    def redact_request(self, ctx: RequestContext) -> None:
-        """Rewrite ``ctx.body``; refuse (never forward) if anything goes wrong."""
+    def redact_request(self, ctx: RequestContext, query: Sequence[tuple[str, str]] = ()) -> None:
+        """Rewrite ``ctx.body``; refuse (never forward) if anything goes wrong.
+
+        The path's model name and the forwarded ``query`` parameters go upstream too,
+        but cannot be rewritten: personal data in them refuses the request.
+        """
         if ctx.principal is None or ctx.route is None:
             raise RedactionFailed("Redaction needs an authenticated request.")
-        policy = self._policy(ctx.principal.tenant)
+        tenant = ctx.principal.tenant
+        policy = self._policy(tenant)
         if not policy.enabled:
             return
         started = time.perf_counter()
-        session = new_session(self._settings, policy, self._detectors.for_policy(policy))
+        signatures = self._signatures
+        session = new_session(
+            self._settings,
+            policy,
+            self._detectors.for_policy(policy),
+            open_signature=lambda presented: signatures.open(tenant, presented),
+        )
         try:
+            _check_request_line(ctx, query, session)
             ctx.body = redact_request_body(ctx.route.method, ctx.body, session)
         except LocalgateError:
             self._count(session)
@@ -113,7 +156,7 @@ class PolicyRedaction:
             raise _failed(ctx) from exc
         self._count(session)
         self._metrics.redaction_seconds.observe(time.perf_counter() - started)
-        ctx.redaction = _State(session)
+        ctx.redaction = _State(session, lambda signature: signatures.seal(tenant, signature))
         ctx.redaction_summary = dict(session.counts)
         ctx.original_texts = session.original_texts
         ctx.allowed_values = frozenset(session.allowed_values)
@@ -125,7 +168,7 @@ class PolicyRedaction:
             return answer
         restored = restore_answer(answer, state.session.pseudonyms, self._scanner(state))
         self._count_answer(ctx, state)
-        return restored
+        return seal_answer(restored, state.seal)
 
     def restore_event(self, ctx: RequestContext, event: Any) -> Any:
         """One stream event, restored; a split placeholder waits for its other half."""
@@ -136,7 +179,7 @@ class PolicyRedaction:
             state.stream = StreamAnswerRestorer(state.session.pseudonyms, self._scanner(state))
         restored = state.stream.event(event)
         self._count_answer(ctx, state)
-        return restored
+        return seal_answer(restored, state.seal)
 
     def finish_stream(self, ctx: RequestContext) -> list[Any]:
         """Events for text still held back when the upstream's stream ended."""
@@ -193,6 +236,40 @@ class PolicyRedaction:
         counts = session.counts - since if since is not None else session.counts
         for (entity_type, action), count in counts.items():
             self._metrics.redaction_findings.labels(entity_type, action).inc(count)
+
+
+def _check_request_line(
+    ctx: RequestContext, query: Sequence[tuple[str, str]], session: RedactionSession
+) -> None:
+    """Refuse personal data in the model name or a forwarded query parameter; the refused
+    model name is recorded (access log, audit trail) redacted."""
+    route = ctx.route
+    if route is not None and route.model_id is not None:
+        spaced = _spaced(route.model_id)
+        found = session.refusals(spaced)
+        if found:
+            ctx.route = dataclasses.replace(route, model_id=session.typed(spaced))
+            raise PolicyBlocked(
+                f"The model name in the request path contains personal data ({', '.join(found)})"
+                "; localgate does not forward it. Use a model name such as gemini-2.5-flash."
+            )
+    for name, value in query:
+        found = session.refusals(_spaced(value))
+        if found:
+            raise PolicyBlocked(
+                f"The query parameter {name!r} contains personal data ({', '.join(found)}); "
+                "localgate does not forward it. Remove it and send the request again."
+            )
+
+
+# Letters and digits pulled apart, dashes and underscores as spaces: in prose a number
+# glued to a word is (deliberately) not a phone number, but a name like
+# ``gemini-13812345678`` or a token like ``c13812345678`` has no prose to protect.
+_GLUED = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])|[-_]")
+
+
+def _spaced(value: str) -> str:
+    return _GLUED.sub(" ", value)
 
 
 def _failed(ctx: RequestContext) -> RedactionFailed:

@@ -47,6 +47,7 @@ class _Behaviour:
     echo_chunk: int | None = None  # stream the request's last text back in pieces this long
     delay_s: float = 0.0
     model_version: str | None = None  # modelVersion in answers; None = the model's name
+    signature: str | None = None  # a thoughtSignature on the answer's (last event's) part
 
 
 class FakeGemini:
@@ -164,6 +165,12 @@ class FakeGemini:
         with self._lock:
             self._behaviour.model_version = model_version
 
+    def sign_with(self, signature: str | None) -> None:
+        """Put this ``thoughtSignature`` on the answer's part (a stream's last event), as
+        Gemini 3 models do; None for none."""
+        with self._lock:
+            self._behaviour.signature = signature
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -221,7 +228,8 @@ class FakeGemini:
         model = _model_id(path)
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
-            return _generate_response(f"echo: {_last_text(body)}", version, final=True)
+            answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
+            return _signed(answer, behaviour.signature)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
         if path.endswith(":embedContent"):
@@ -256,7 +264,10 @@ class FakeGemini:
                     return response
                 if index and behaviour.stream_delay_s:
                     await asyncio.sleep(behaviour.stream_delay_s)
-                event = _generate_response(text, model, final=index == len(chunks) - 1)
+                final = index == len(chunks) - 1
+                event = _generate_response(text, model, final=final)
+                if final:
+                    event = _signed(event, behaviour.signature)
                 await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -303,6 +314,12 @@ def _generate_response(text: str, model: str, *, final: bool) -> dict[str, Any]:
         "modelVersion": model,
         "responseId": "fake-response",
     }
+
+
+def _signed(answer: dict[str, Any], signature: str | None) -> dict[str, Any]:
+    if signature is not None:
+        answer["candidates"][0]["content"]["parts"][0]["thoughtSignature"] = signature
+    return answer
 
 
 def _model(name: str) -> dict[str, Any]:
