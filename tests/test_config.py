@@ -31,6 +31,16 @@ def test_shipped_example_is_valid() -> None:
     assert settings.cache.vector_store == "chroma"
 
 
+def test_the_example_file_holds_exactly_the_defaults() -> None:
+    # Its header promises every setting with its default: an example value left active
+    # (a tenant whose retrieval collection does not exist, say) would change what a new
+    # user's gateway does.
+    example, _ = load_settings(EXAMPLE, {})
+    defaults, _ = load_settings(None, {})
+
+    assert example == defaults
+
+
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("data_dir: /from/file\nupstream:\n  base_url: http://file:1\n")
