@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import unicodedata
 import urllib.parse
 from collections.abc import Callable
 
@@ -241,3 +242,32 @@ def test_no_valid_identifier_survives_invisible_characters(case: tuple[str, list
 )
 def test_decoding_adds_no_findings_to_hashes_ids_and_order_numbers(text: str) -> None:
     assert DETECTOR.detect(text) == []
+
+
+def test_every_format_character_of_this_python_is_invisible() -> None:
+    # The list is written out (building it at start-up scans 1.1M code points); a newer
+    # Unicode table with new format characters must extend it.
+    invisible = re.compile(f"[{INVISIBLE}]")
+    missing = [
+        f"U+{code:04X}"
+        for code in range(0x110000)
+        if unicodedata.category(chr(code)) == "Cf" and not invisible.match(chr(code))
+    ]
+
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("text", "revealed"),
+    [
+        ("&#49&#51&#x38", "138"),  # no semicolons, as HTML5 allows
+        ("&#0000049;&#x0000031;", "11"),  # leading zeros
+        ("zhang.wei&commat;example&period;com", "zhang.wei@example.com"),
+        ("&amp;#49;", "1"),  # escaped twice, as templates do
+        ("\\x31\\U00000033%u0038\\061", "1381"),
+        ("1\ufe0f\u20e33\u03328", "138"),  # a keycap and an underline
+        ("编号%13812345678", "编号%13812345678"),  # %13 is a control character: left alone
+    ],
+)
+def test_reveal_undoes_the_forms_an_attack_round_found(text: str, revealed: str) -> None:
+    assert plain(text) == revealed

@@ -31,9 +31,10 @@ def _table() -> dict[int, int]:
         folded = unicodedata.normalize("NFKC", char)
         if len(folded) == 1 and folded != char:
             table[code] = ord(folded)
-        elif unicodedata.decimal(char, -1) >= 0:
-            # Decimal digits of other scripts (Arabic-Indic ٣, Devanagari ३ …) count.
-            table[code] = ord(str(unicodedata.decimal(char)))
+        elif unicodedata.digit(char, -1) >= 0:
+            # Digits of other scripts (Arabic-Indic ٣, Devanagari ३ …) and digits dressed
+            # up (dingbat ❶, parenthesised ⑴, with a stop ⒈) count.
+            table[code] = ord(str(unicodedata.digit(char)))
     for dash in _DASHES:
         table[ord(dash)] = ord("-")
     return table

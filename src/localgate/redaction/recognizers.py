@@ -318,6 +318,15 @@ def _mobile(value: str) -> bool:
     return _MOBILE_PREFIXES.match(digits[-11:]) is not None
 
 
+def _mobile_exactly(value: str) -> bool:
+    digits = validators.digits_of(value)
+    return len(digits) == 11 and _mobile(digits)
+
+
+def _glued_resident_id(value: str) -> bool:
+    return validators.cn_resident_id(value)
+
+
 def _bank_card(value: str) -> bool:
     # The prefix first: most candidates (order numbers, phone numbers) fail it cheaply.
     return validators.credit_card_issuer(value) == "unionpay" and validators.luhn(value)
@@ -357,6 +366,11 @@ _ID_CONTEXT = ("身份证", "证件号", "公民身份", "id card", "id no", "id
 _PHONE_CONTEXT = ("电话", "座机", "固话", "手机", "联系方式", "tel", "phone", "fax", "传真")
 _PASSPORT_CONTEXT = ("护照", "passport")
 _PERMIT_CONTEXT = ("通行证", "回乡证", "台胞证", "往来", "permit")
+
+
+def _grouped_resident_id(value: str) -> bool:
+    return validators.cn_resident_id(value.replace(" ", "").replace("-", ""))
+
 
 # After the first digit.
 _CARD_SHAPES = (
@@ -401,6 +415,30 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
             prefilter=r"1[3-9][0-9][-. ]?[0-9]{4}[-. ]?[0-9]{4}",
         ),
         PatternRecognizer(
+            # Written unusually: groups split by a slash, underscore, middle dot or tab,
+            # the prefix in brackets, or digit by digit with one separator throughout.
+            "CN_MOBILE",
+            c(
+                _first("1")
+                + r"(?:[3-9][0-9]([/_\u00b7\u30fb\t])[0-9]{4}\1[0-9]{4}"
+                # Exactly eleven digits: not part of a longer list of single digits.
+                + r"|(?<![0-9][- ./_\u00b7]1)([- ./_\u00b7])[3-9](?:\2[0-9]){9}(?!\2?[0-9]))"
+                + _E
+                + "|"
+                + _first(r"\(")
+                + r"1[3-9][0-9]\)[- ]?[0-9]{4}[- ]?[0-9]{4}"
+                + _E
+            ),
+            _mobile_exactly,
+            score=0.8,
+            context=_PHONE_CONTEXT,
+            prefilter=(
+                r"1[3-9][0-9][/_\x{b7}\x{30fb}\t][0-9]{4}"
+                r"|1[- ./_\x{b7}][3-9][- ./_\x{b7}][0-9][- ./_\x{b7}][0-9]"
+                r"|\(1[3-9][0-9]\)"
+            ),
+        ),
+        PatternRecognizer(
             "CN_LANDLINE",
             c(
                 r"(?:"
@@ -435,6 +473,25 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
             score=0.95,
             context=_ID_CONTEXT,
             prefilter=r"[0-9]{17}[0-9Xx]",
+        ),
+        PatternRecognizer(
+            # Glued to a word (userid110105…): the check character, a real birth date and
+            # a province leave no doubt that it is one.
+            "CN_RESIDENT_ID",
+            c(r"(?<=[A-Za-z_])[0-9]{17}[0-9Xx]" + _E),
+            _glued_resident_id,
+            score=0.9,
+            context=_ID_CONTEXT,
+            prefilter=r"[A-Za-z_][0-9]{17}[0-9Xx]",
+        ),
+        PatternRecognizer(
+            # Grouped as printed on forms: region, birth date, sequence and check.
+            "CN_RESIDENT_ID",
+            c(_first("[0-9]") + r"[0-9]{5}([- ])[0-9]{8}\1[0-9]{3}[0-9Xx]" + _E),
+            _grouped_resident_id,
+            score=0.95,
+            context=_ID_CONTEXT,
+            prefilter=r"[0-9]{6}[- ][0-9]{8}[- ][0-9]{3}[0-9Xx]",
         ),
         PatternRecognizer(
             "CN_RESIDENT_ID",

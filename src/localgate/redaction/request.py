@@ -53,6 +53,12 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
         if _IDENTIFIER.fullmatch(value):
             return value  # enum values, roles, function names: nothing a recognizer finds
         return session.redact(value, path or "<body>", original=path.endswith(".text"))
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) >= _LONG:
+        # Tool output straight from a database: {"mobile": 13812345678}. Read as the
+        # digits it holds; a finding replaces the number with its placeholder (a string).
+        digits = _digits(value)
+        redacted = session.redact(digits, path or "<body>")
+        return value if redacted == digits else redacted
     if isinstance(value, list):
         return [_value(item, f"{path}[{index}]", session) for index, item in enumerate(value)]
     if not isinstance(value, dict):
@@ -69,23 +75,38 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
         elif key in _FILES:
             blob = item if isinstance(item, dict) else {}
             session.refuse_binary(where, str(_get(blob, "mimeType") or ""))
-            out[key] = item
+            out[key] = _value(item, where, session)  # the URI and names: text like any other
         else:
             # Keys are data too when they are not plain field names (tool output keyed by
-            # e-mail address, say).
-            name = key if _FIELD_NAME.fullmatch(key) else session.redact(key, f"{where} (key)")
+            # e-mail address, say). Long capitalised letter-only keys can be secrets
+            # (AKIA…); field names start lower-case (systemInstruction, generation_config).
+            plain_name = _FIELD_NAME.fullmatch(key) and (
+                len(key) <= _IDENTIFIER_MAX or key[0].islower()
+            )
+            name = key if plain_name else session.redact(key, f"{where} (key)")
             out[name] = _value(item, where, session)
     return out
 
 
 # Short letter-only strings: "user", "STRING", "BLOCK_ONLY_HIGH", "get_weather". Longer
 # ones are scanned: an AWS key id can be letters only, but is 20 characters.
+_IDENTIFIER_MAX = 16
 _IDENTIFIER = re.compile(r"[A-Za-z_]{1,16}")
+# Numbers of seven digits and more are read for identifiers; smaller ones (token counts,
+# temperatures, seeds below a million) cannot be one.
+_LONG = 1_000_000
 # Keys with digits are scanned: ``{"zhang_13812345678": ...}`` is data, not a field name.
 _FIELD_NAME = re.compile(r"[A-Za-z_]{1,64}")
 _BLOBS = frozenset({"inlineData", "inline_data"})
 _FILES = frozenset({"fileData", "file_data"})
 _TEXT_CHARSETS = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})
+
+
+def _digits(number: int | float) -> str:
+    """The digits a JSON number spells: 13812345678.0 and 1.3812345678e10 are 13812345678."""
+    if isinstance(number, float) and number.is_integer():
+        return str(int(number))
+    return str(number)
 
 
 def _get(container: dict[str, Any], camel: str) -> Any:
@@ -106,6 +127,12 @@ def _blob(blob: dict[str, Any], path: str, session: RedactionSession) -> dict[st
             charset = value.strip().strip('"').lower()
     textual = mime_type.startswith(_TEXT_MIME_PREFIXES) or mime_type in _TEXT_MIME_TYPES
     data = blob.get("data")
+    # Everything beside the data (a display name, the MIME type's parameters, unknown
+    # keys) is text like any other.
+    blob = {
+        key: item if key == "data" else _value(item, f"{path}.{key}", session)
+        for key, item in blob.items()
+    }
     if not textual or not isinstance(data, str) or charset not in _TEXT_CHARSETS:
         session.refuse_binary(path, mime_type)
         return blob

@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 
 from localgate.config import Action, RedactionSettings
 from localgate.errors import InvalidArgument
 from localgate.redaction.detector import Detector
+from localgate.redaction.findings import Finding
 from localgate.redaction.placeholders import Pseudonyms
 from localgate.redaction.reveal import plain
 
-__all__ = ["PolicyBlocked", "RedactionSession"]
+__all__ = ["PolicyBlocked", "RedactionSession", "spaced"]
+
+# Letters and digits pulled apart, dashes and underscores as spaces.
+_GLUED = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])|[-_]")
+_SPACE = re.compile(r"\s")
+_TOKEN_MAX = 256
+
+
+def _forms(value: str) -> list[str]:
+    """A value that cannot be rewritten, as a model or a server could read it: spaced, and
+    decoded if it is base64 (an opaque-looking token can be a number in disguise)."""
+    forms = [spaced(value)]
+    compact = value.rstrip("=").replace("-", "+").replace("_", "/")
+    if len(compact) >= 8 and _BASE64.fullmatch(compact):
+        with contextlib.suppress(binascii.Error, ValueError):
+            raw = base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
+            forms.append(spaced(raw.decode("latin-1")))
+    return forms
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+")
+
+
+def spaced(value: str) -> str:
+    """``value`` with letters and digits pulled apart: ``gemini-13812345678`` and
+    ``c13812345678`` read as ``gemini 13812345678`` and ``c 13812345678``."""
+    return _GLUED.sub(" ", value)
 
 
 class PolicyBlocked(InvalidArgument):
@@ -65,6 +96,8 @@ class RedactionSession:
             self.original_texts.append(text)
         findings = self.detector.detect(text)
         if not findings:
+            findings = self._glued(text)
+        if not findings:
             return text
         pieces: list[str] = []
         last = 0
@@ -117,8 +150,18 @@ class RedactionSession:
     def refusals(self, text: str) -> list[str]:
         """Types found in ``text`` that the policy does not let through in clear (for
         values that cannot be rewritten, such as a model name in the path)."""
-        types = {finding.type for finding in self.detector.detect(text)}
+        types = {finding.type for form in _forms(text) for finding in self.detector.detect(form)}
         return sorted(t for t in types if self.action_for(t) != "allow")
+
+    def _glued(self, text: str) -> list[Finding]:
+        """A token with no prose around it (an id, a key, a label: ``u13812345678``) holding
+        an identifier glued to letters: the whole token, as one finding. In prose a number
+        glued to a word is deliberately not taken for a phone number; a token has no prose
+        to protect."""
+        if len(text) > _TOKEN_MAX or not _GLUED.search(text) or _SPACE.search(text):
+            return []
+        found = self.detector.detect(spaced(text))
+        return [Finding(0, len(text), found[0].type, found[0].score)] if found else []
 
     def typed(self, text: str) -> str:
         """``text`` with every finding replaced by its bare type, ``[CN_MOBILE]``: for

@@ -19,7 +19,7 @@ from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
 from localgate.redaction.custom import VALIDATORS, CustomRecognizer, compile_pattern
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
-from localgate.redaction.session import PolicyBlocked, RedactionSession
+from localgate.redaction.session import PolicyBlocked, RedactionSession, spaced
 from localgate.redaction.signatures import SignatureSeal, seal_answer
 from localgate.secret import load_or_create_key
 
@@ -245,16 +245,19 @@ def _check_request_line(
     model name is recorded (access log, audit trail) redacted."""
     route = ctx.route
     if route is not None and route.model_id is not None:
-        spaced = _spaced(route.model_id)
-        found = session.refusals(spaced)
+        found = session.refusals(route.model_id)
+        if not found and _DIGIT_RUN.search(route.model_id):
+            found = ["a run of 9 or more digits"]
         if found:
-            ctx.route = dataclasses.replace(route, model_id=session.typed(spaced))
+            ctx.route = dataclasses.replace(route, model_id=session.typed(spaced(route.model_id)))
             raise PolicyBlocked(
                 f"The model name in the request path contains personal data ({', '.join(found)})"
                 "; localgate does not forward it. Use a model name such as gemini-2.5-flash."
             )
     for name, value in query:
-        found = session.refusals(_spaced(value))
+        found = session.refusals(value)
+        if not found and _DIGIT_RUN.search(value):
+            found = ["a run of 9 or more digits"]
         if found:
             raise PolicyBlocked(
                 f"The query parameter {name!r} contains personal data ({', '.join(found)}); "
@@ -262,14 +265,10 @@ def _check_request_line(
             )
 
 
-# Letters and digits pulled apart, dashes and underscores as spaces: in prose a number
-# glued to a word is (deliberately) not a phone number, but a name like
-# ``gemini-13812345678`` or a token like ``c13812345678`` has no prose to protect.
-_GLUED = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])|[-_]")
-
-
-def _spaced(value: str) -> str:
-    return _GLUED.sub(" ", value)
+# No model name, list filter or page token has nine digits in a row, separators between
+# them or not (dates are eight; a run of nine in base64 is a one in 10^7 chance): a phone
+# number, an ID or a card does, spelled out digit by digit or not.
+_DIGIT_RUN = re.compile(r"[0-9](?:[-_.@ ()/]?[0-9]){8,}")
 
 
 def _failed(ctx: RequestContext) -> RedactionFailed:
