@@ -1,4 +1,4 @@
-"""Signed tenant lists: a deleted tenant stays named in every list signed after it."""
+"""Signed tenant lists (a deleted tenant stays named); the purge can erase on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -18,6 +18,22 @@ CREATE TABLE IF NOT EXISTS audit_tenant_lists (
 """
 
 POSTGRES_GUARDS = [
+    # 0001's guard returned OLD for the purge's UPDATE too, which in a BEFORE UPDATE
+    # trigger keeps the old row: on PostgreSQL the purge erased nothing. NEW lets it.
+    """
+    CREATE OR REPLACE FUNCTION localgate_audit_append_only() RETURNS trigger AS $$
+    BEGIN
+        IF current_setting('localgate.audit_purge', true) = 'on' THEN
+            IF TG_OP = 'UPDATE' THEN
+                RETURN NEW;
+            END IF;
+            RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'localgate: % on % refused: the audit log is append-only',
+            TG_OP, TG_TABLE_NAME;
+    END
+    $$ LANGUAGE plpgsql
+    """,
     "DROP TRIGGER IF EXISTS audit_tenant_lists_append_only ON audit_tenant_lists",
     """CREATE TRIGGER audit_tenant_lists_append_only BEFORE UPDATE OR DELETE
        ON audit_tenant_lists FOR EACH ROW EXECUTE FUNCTION localgate_audit_append_only()""",
