@@ -95,7 +95,7 @@ class Trail:
 
         with psycopg.connect(self.dsn, autocommit=True) as db:
             db.execute("SET session_replication_role = replica")  # skips the triggers
-            cursor = db.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+            cursor = db.execute(statement.replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description else []
 
     def cli(self, *args: str) -> Result:
@@ -380,6 +380,32 @@ def test_a_whole_tenant_and_every_tenant_list_deleted(trail: Trail) -> None:
         "newest signed tenant list (the database holds none)",
     )
     failed(anchored, "globex: FAILED: the log: deleted: the whole log is missing, but a checkpoint")
+
+
+def test_the_signer_names_a_deleted_tenant_again_from_the_anchor(trail: Trail) -> None:
+    for table in ("audit_log", "audit_frontier", "audit_checkpoints"):
+        trail.dba(f"DELETE FROM {table} WHERE tenant='globex'")  # noqa: S608 - fixed names
+    trail.dba("DELETE FROM audit_tenant_lists")
+
+    trail.checkpoint()  # a restarted signer: it remembers nothing, but reads the anchor
+    inside = CliRunner().invoke(main, ["audit", "--config", str(_without_anchor(trail)), "verify"])
+
+    failed(
+        inside,
+        "globex: FAILED: the log: deleted: the whole log is missing, but the tenant list signed at",
+    )
+
+
+def test_purge_refuses_with_a_forged_file_in_the_anchor(trail: Trail) -> None:
+    intruder = CheckpointSigner.generate("localgate")
+    root = Frontier(CipherSuite("standard").tree_hasher()).root()
+    forged = intruder.sign(Checkpoint(origin_of("localgate", "acme"), 0, root, datetime.now(UTC)))
+    (trail.anchor / "acme" / "000000000000.note").write_text(forged)
+
+    purged = trail.cli("purge", "--now", LATER)
+
+    failed(purged, "NOT PURGED: the anchor's acme/000000000000.note does not verify")
+    assert headers_left(trail, "acme") == SIGNED + TAIL
 
 
 def test_every_checkpoint_of_a_tenant_deleted_is_caught_by_the_configured_anchor(

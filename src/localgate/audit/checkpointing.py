@@ -15,7 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from localgate.audit.anchor import TenantList, export_note, newest, tenant_list_file
-from localgate.audit.checkpoint import Checkpoint, CheckpointError, CheckpointSigner
+from localgate.audit.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSigner,
+    CheckpointVerifier,
+)
 from localgate.audit.merkle import Frontier, TreeHasher, root_of
 from localgate.audit.store import AuditReader
 
@@ -105,21 +110,27 @@ class Checkpointer:
         return [(tenant, size) for tenant, size, _ in made]
 
     def _tenant_list(self, signed_tenants: set[str]) -> tuple[TenantList, str] | None:
-        """A new signed tenant list, if some signed tenant is missing from the newest.
+        """A new signed tenant list, if the newest one stored lacks a tenant it should name.
 
-        Names are carried forward from the newest list (and from what this process
-        listed itself), so a tenant deleted from the database stays named.
+        Names are carried forward from the newest stored list, from the anchor's newest
+        (so a tenant deleted from the database together with its lists is named again)
+        and from what this process listed itself.
         """
         verifier = self._signer.verifier()
-        lists = []
-        for note in self._reader.tenant_lists():
-            try:
-                lists.append(TenantList.open(note, verifier))
-            except CheckpointError:
-                continue  # not ours; verify reports it
-        latest = newest(lists)
+        stored = [
+            opened
+            for opened in (_open(note, verifier) for note in self._reader.newest_tenant_lists())
+            if opened is not None
+        ]
+        latest = newest(stored)
         known = latest.tenants if latest else frozenset()
         wanted = known | self._listed | signed_tenants
+        if self._export_dir is not None:
+            exported = sorted(self._export_dir.glob("tenants-*.note"))
+            if exported:
+                anchored = _open(exported[-1].read_text(encoding="utf-8"), verifier)
+                if anchored is not None:
+                    wanted |= anchored.tenants
         if not wanted or wanted == known:
             return None
         listed = TenantList(
@@ -173,3 +184,10 @@ class Checkpointer:
     def _export(self, name: str, note: str) -> None:
         if self._export_dir is not None:
             export_note(self._export_dir, name, note)
+
+
+def _open(note: str, verifier: CheckpointVerifier) -> TenantList | None:
+    try:
+        return TenantList.open(note, verifier)
+    except CheckpointError:
+        return None  # not ours: verify reports it

@@ -135,6 +135,10 @@ def purge_tenants(
                 anchor = read_anchor(settings.checkpoint_export_dir, verifier, settings.log_name)
             except FileNotFoundError as exc:
                 return [PurgeOutcome(tenant, refused=f"{exc}; nothing is purged without it")]
+            if anchor.bad:
+                name, reason = anchor.bad[0]
+                refused = f"the anchor's {name} does not verify ({reason}); nothing is purged"
+                return [PurgeOutcome(tenant, refused=refused)]
         report = verify_tenant(reader, tenant, store.suite, verifier, anchor, cutoff=cutoff)
         if not report.ok:
             outcomes.append(

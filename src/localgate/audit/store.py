@@ -359,8 +359,12 @@ class AuditReader:
             (tenant, size, note, datetime.now(UTC).isoformat(timespec="seconds")),
         )
 
-    def tenant_lists(self) -> list[str]:
-        """Every stored signed tenant list (see ``anchor.TenantList``)."""
+    def tenant_lists(self, newest: int | None = None) -> list[str]:
+        """Every stored signed tenant list (see ``anchor.TenantList``), or the ``newest``.
+
+        "Newest" goes by the unsigned ``created_at``: a hint for the checkpointer, which
+        also carries names forward from elsewhere; verification reads them all.
+        """
         # A database no writer has migrated to 0002 yet has none (verify does not migrate).
         exists = (
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='audit_tenant_lists'"
@@ -369,8 +373,15 @@ class AuditReader:
         )
         if self.db.execute(exists).fetchone() is None:
             return []
-        rows = self.db.execute("SELECT note FROM audit_tenant_lists").fetchall()
+        query = "SELECT note FROM audit_tenant_lists"
+        if newest is not None:
+            query += f" ORDER BY created_at DESC LIMIT {int(newest)}"
+        rows = self.db.execute(query).fetchall()
         return [str(row[0]) for row in rows]
+
+    def newest_tenant_lists(self) -> list[str]:
+        """The few most recently stored tenant lists (several: created_at ties)."""
+        return self.tenant_lists(newest=5)
 
     def add_tenant_list(self, note: str) -> None:
         """Store a signed tenant list."""

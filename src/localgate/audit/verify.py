@@ -43,7 +43,15 @@ from localgate.audit.merkle import Frontier, TreeHasher
 from localgate.audit.records import PURGE_HEADER, parse_header
 from localgate.audit.store import AuditReader, StoredRecord
 
-__all__ = ["Problem", "TenantReport", "Verification", "purge_point", "verify_all", "verify_tenant"]
+__all__ = [
+    "Problem",
+    "TenantLists",
+    "TenantReport",
+    "Verification",
+    "purge_point",
+    "verify_all",
+    "verify_tenant",
+]
 
 # Re-reading the head after the records catches up with a writer that appends meanwhile;
 # a writer faster than the reader for this many rounds makes the last comparison count.
@@ -107,18 +115,56 @@ def verify_all(
     tenant: str | None = None,
 ) -> Verification:
     """Verify every tenant the database, its tenant lists or the anchor know (or one)."""
+    lists = TenantLists(reader, verifier)
     if tenant is not None:
         names = {tenant}
     else:
         names = reader.known_tenants()
-        lists, _ = _tenant_lists(reader, verifier)
-        for listed in lists:
+        for listed in lists.lists:
             names |= listed.tenants
         if anchor is not None:
             names |= anchor.tenants()
     anchor_problems = [f"{name}: {reason}" for name, reason in anchor.bad] if anchor else []
-    reports = [verify_tenant(reader, name, suite, verifier, anchor) for name in sorted(names)]
+    reports = [
+        verify_tenant(reader, name, suite, verifier, anchor, lists=lists) for name in sorted(names)
+    ]
     return Verification(reports, anchor_problems)
+
+
+class TenantLists:
+    """The database's signed tenant lists, read once and re-read only when one seems missing.
+
+    Each list names every tenant, and there is one per tenant added: reading them per
+    tenant would cost O(tenants^2) notes, hence one reader shared by a whole verification.
+    """
+
+    def __init__(self, reader: AuditReader, verifier: CheckpointVerifier | None) -> None:
+        self._reader = reader
+        self._verifier = verifier
+        self._opened: dict[str, TenantList] = {}
+        self.lists: list[TenantList] = []
+        self.problem: Problem | None = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the lists again (a checkpointer may have signed one since)."""
+        for note in self._reader.tenant_lists():
+            if note in self._opened:
+                continue
+            try:
+                self._opened[note] = TenantList.open(note, self._verifier)
+            except CheckpointError as exc:
+                self.problem = Problem(None, "unsigned", f"a tenant list does not verify: {exc}")
+        self.lists = list(self._opened.values())
+
+    def lists_newest(self, tenant: str) -> bool:
+        """Whether the newest list names ``tenant`` (re-reading once if it does not)."""
+        latest = newest(self.lists)
+        if latest is not None and tenant in latest.tenants:
+            return True
+        self.refresh()
+        latest = newest(self.lists)
+        return latest is not None and tenant in latest.tenants
 
 
 def verify_tenant(
@@ -129,6 +175,7 @@ def verify_tenant(
     anchor: Anchor | None = None,
     *,
     cutoff: datetime | None = None,
+    lists: TenantLists | None = None,
 ) -> TenantReport:
     """Verify one tenant's log against its stored checkpoints, tenant lists and ``anchor``.
 
@@ -138,9 +185,9 @@ def verify_tenant(
     report = TenantReport(tenant)
     hasher = suite.tree_hasher()
     stored, problem = _stored_checkpoints(reader, tenant, verifier)
-    if problem is None:
-        # Read after the checkpoints: a list is committed with the checkpoints it covers.
-        lists, problem = _tenant_lists(reader, verifier)
+    if lists is None:
+        lists = TenantLists(reader, verifier)
+    problem = problem or lists.problem
     if problem is not None:
         report.problem = problem
         return report
@@ -326,12 +373,13 @@ def _missing_from_database(stored: list[Checkpoint], external: list[Checkpoint])
 def _listing(
     tenant: str,
     stored: list[Checkpoint],
-    lists: list[TenantList],
+    lists: TenantLists,
     anchor: Anchor | None,
     size: int,
 ) -> Problem | None:
     """A tenant list that names a vanished log, or a signed log missing from the lists."""
-    named = [item for item in lists + (anchor.lists if anchor else []) if tenant in item.tenants]
+    every = lists.lists + (anchor.lists if anchor else [])
+    named = [item for item in every if tenant in item.tenants]
     if named and size == 0:
         first = min(named, key=lambda item: item.time)
         return Problem(
@@ -340,8 +388,10 @@ def _listing(
             f"the whole log is missing, but the tenant list signed at "
             f"{first.time.isoformat()} names this tenant",
         )
-    latest = newest(lists)
-    if stored and (latest is None or tenant not in latest.tenants):
+    # The checkpoints were read before the lists: a list is committed with the checkpoints
+    # it covers, so an honest newest list always names a tenant that has some.
+    if stored and not lists.lists_newest(tenant):
+        latest = newest(lists.lists)
         where = f"of {latest.time.isoformat()}" if latest else "(the database holds none)"
         return Problem(
             None,
@@ -416,18 +466,6 @@ def _stored_checkpoints(
             )
         checkpoints.append(checkpoint)
     return checkpoints, None
-
-
-def _tenant_lists(
-    reader: AuditReader, verifier: CheckpointVerifier | None
-) -> tuple[list[TenantList], Problem | None]:
-    lists = []
-    for note in reader.tenant_lists():
-        try:
-            lists.append(TenantList.open(note, verifier))
-        except CheckpointError as exc:
-            return [], Problem(None, "unsigned", f"a tenant list does not verify: {exc}")
-    return lists, None
 
 
 def purge_point(reader: AuditReader, tenant: str, verifier: CheckpointVerifier | None) -> int:
