@@ -504,6 +504,22 @@ def test_the_anchor_holds_what_the_checkpointer_signed(trail: Trail) -> None:
     assert anchor.bad == []
 
 
+def test_a_log_from_before_tenant_lists_is_adopted_by_one_checkpoint_run(trail: Trail) -> None:
+    trail.dba("DROP TABLE audit_tenant_lists")
+    trail.dba("UPDATE alembic_version SET version_num = '0001'")
+    for note in trail.anchor.glob("tenants-*.note"):
+        note.unlink()
+
+    before = trail.cli("verify")
+    signed = trail.cli("checkpoint")
+    after = trail.cli("verify")
+
+    failed(before, "run `localgate audit checkpoint` once")
+    assert signed.exit_code == 0, signed.output
+    ok(after)
+    assert "acme: OK (14 records, 2 checkpoints)" in after.output
+
+
 def _without_anchor(trail: Trail) -> Path:
     config = trail.config.with_name("no-anchor.yaml")
     config.write_text(

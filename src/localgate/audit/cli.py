@@ -149,10 +149,13 @@ def verify(
 def checkpoint(ctx: click.Context) -> None:
     """Sign the head of every log that grew (run where the signing key is)."""
     from localgate.audit.checkpointing import Checkpointer
+    from localgate.audit.migrate import upgrade_schema
 
     settings = _settings(ctx)
     key = _required_signer(settings)
     reader = _reader(settings)
+    # It writes (checkpoints, tenant lists), maybe before any upgraded gateway has started.
+    upgrade_schema(reader.db.sqlalchemy_url)
     suite = _suite(reader)
     made = Checkpointer(
         reader,
