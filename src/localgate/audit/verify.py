@@ -194,9 +194,9 @@ def verify_tenant(
     external = anchor.checkpoints.get(tenant, []) if anchor else []
     report.signed = stored + external
     report.checkpoints = len(stored)
-    wanted: dict[int, Checkpoint] = {}
+    wanted: dict[int, list[Checkpoint]] = {}
     for checkpoint in report.signed:
-        wanted.setdefault(checkpoint.size, checkpoint)
+        wanted.setdefault(checkpoint.size, []).append(checkpoint)
     purged_below = purge_point(reader, tenant, verifier)
     walk = _Walk(tenant, hasher, suite, wanted, purged_below, cutoff)
     problem = walk.run(reader)
@@ -230,7 +230,7 @@ class _Walk:
         tenant: str,
         hasher: TreeHasher,
         suite: CipherSuite,
-        wanted: dict[int, Checkpoint],
+        wanted: dict[int, list[Checkpoint]],
         purged_below: int,
         cutoff: datetime | None,
     ) -> None:
@@ -285,14 +285,17 @@ class _Walk:
             ):
                 self.young_from = position
         self.frontier.append(record.leaf_hash)
-        checkpoint = self.wanted.get(self.frontier.size)
-        if checkpoint is not None and self.frontier.root() != checkpoint.root:
-            return Problem(
-                None,
-                "rewritten",
-                f"the first {checkpoint.size} records do not match the checkpoint signed "
-                f"at {checkpoint.time.isoformat()}",
-            )
+        signed = self.wanted.get(self.frontier.size)
+        if signed:
+            root = self.frontier.root()
+            for checkpoint in signed:
+                if root != checkpoint.root:
+                    return Problem(
+                        None,
+                        "rewritten",
+                        f"the first {checkpoint.size} records do not match the checkpoint "
+                        f"signed at {checkpoint.time.isoformat()}",
+                    )
         return None
 
     def _head(self, state: bytes | None, column: int) -> Problem | None:
@@ -340,11 +343,11 @@ def _older(header: dict[str, Any], cutoff: datetime) -> bool:
         return False  # a record whose time does not read is never old enough to purge
 
 
-def _truncation(wanted: dict[int, Checkpoint], size: int) -> Problem | None:
+def _truncation(wanted: dict[int, list[Checkpoint]], size: int) -> Problem | None:
     largest = max(wanted, default=0)
     if largest <= size:
         return None
-    checkpoint = wanted[largest]
+    checkpoint = wanted[largest][0]
     if size == 0:
         return Problem(
             None,
