@@ -444,6 +444,18 @@ def test_a_checkpoint_replaced_by_an_older_valid_one(trail: Trail) -> None:
     )
 
 
+def test_another_tenants_checkpoint_stored_as_this_logs(trail: Trail) -> None:
+    assert trail.checkpoint() == [("acme", 14), ("globex", 14)]
+    theirs = trail.dba("SELECT note FROM audit_checkpoints WHERE tenant='globex' AND size=14")
+    trail.dba("UPDATE audit_checkpoints SET note=? WHERE tenant='acme' AND size=14", theirs[0][0])
+
+    failed(
+        trail.cli("verify"),
+        "acme: FAILED: the log: modified: a checkpoint of 'localgate/audit/globex' is stored as "
+        "this log's",
+    )
+
+
 def test_the_newest_checkpoint_and_its_records_removed_is_caught_by_the_anchor(
     trail: Trail,
 ) -> None:
