@@ -138,7 +138,8 @@ def read_anchor(folder: Path, verifier: CheckpointVerifier | None, log_name: str
                 except (CheckpointError, OSError, UnicodeDecodeError) as exc:
                     anchor.bad.append((f"{tenant}/{note_path.name}", str(exc)))
                     continue
-                if checkpoint.origin != f"{log_name}/audit/{tenant}":
+                # As in the database: any log name (it may have been renamed), this tenant.
+                if not checkpoint.origin.endswith(f"/audit/{tenant}"):
                     anchor.bad.append(
                         (f"{tenant}/{note_path.name}", f"it is a checkpoint of {checkpoint.origin}")
                     )

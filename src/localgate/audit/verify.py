@@ -80,7 +80,7 @@ class TenantReport:
     checkpoints: int = 0
     problem: Problem | None = None
     unanswered: list[str] = field(default_factory=list)
-    # Every checkpoint that verified (database, anchor, tenant lists' implied ones aside).
+    # Every checkpoint that verified, from the database and the anchor.
     signed: list[Checkpoint] = field(default_factory=list)
     # With a cutoff: the first record past the purge point whose (verified) time is not
     # before it; purge markers do not count. The log's size when every record is older.
