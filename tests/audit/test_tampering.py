@@ -404,7 +404,11 @@ def test_purge_refuses_with_a_forged_file_in_the_anchor(trail: Trail) -> None:
 
     purged = trail.cli("purge", "--now", LATER)
 
-    failed(purged, "NOT PURGED: the anchor's acme/000000000000.note does not verify")
+    failed(
+        purged,
+        "acme: NOT PURGED: its log does not verify (the log: unsigned: the anchor's "
+        "acme/000000000000.note does not verify",
+    )
     assert headers_left(trail, "acme") == SIGNED + TAIL
 
 
@@ -483,7 +487,24 @@ def test_a_checkpoint_forged_with_another_key(trail: Trail) -> None:
     result = trail.cli("verify")
 
     failed(result, "acme: FAILED: the log: unsigned: a checkpoint does not verify: the note is not")
-    assert "anchor: FAILED: globex/000000000000.note: the note is not signed by" in result.output
+    assert (
+        "globex: FAILED: the log: unsigned: the anchor's globex/000000000000.note does not "
+        "verify: the note is not signed by"
+    ) in result.output
+
+
+def test_a_forged_newest_file_in_the_anchor_is_reported_not_trusted(trail: Trail) -> None:
+    intruder = CheckpointSigner.generate("localgate")
+    root = Frontier(CipherSuite("standard").tree_hasher()).root()
+    forged = intruder.sign(Checkpoint(origin_of("localgate", "acme"), 99, root, datetime.now(UTC)))
+    (trail.anchor / "acme" / "000000000099.note").write_text(forged)
+    trail.rewrite("acme", 2, n=200)  # the older, genuine anchor checkpoint still catches this
+    trail.dba("DELETE FROM audit_checkpoints WHERE tenant='acme'")
+
+    result = trail.cli("verify")
+
+    failed(result, "anchor: FAILED: acme/000000000099.note: the note is not signed by")
+    assert "acme: FAILED: the log: rewritten: the first 10 records do not match" in result.output
 
 
 def test_the_anchors_newest_file_deleted_is_a_warning(trail: Trail) -> None:

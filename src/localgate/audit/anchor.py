@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 TENANTS_HEADER = "localgate audit tenants"
+_SIZE_FILE = re.compile(r"[0-9]{1,20}\.note")
 _TIME_LINE = re.compile(r"time ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})Z")
 
 
@@ -100,9 +101,20 @@ def newest(lists: list[TenantList]) -> TenantList | None:
 
 @dataclass
 class Anchor:
-    """What an external anchor folder holds, signatures checked."""
+    """What an external anchor folder holds.
+
+    Signatures are checked where they matter: each tenant's newest exported checkpoint
+    (its root commits to every record before it, so older ones add nothing to the tree
+    check), every tenant list, and any checkpoint the database turns out to lack (see
+    ``open``). The other files are matched by the size in their name, so verification
+    does not pay one signature check per minute of history.
+    """
 
     folder: Path
+    verifier: CheckpointVerifier | None = None
+    # Per tenant, the exported checkpoint files by tree size (``<size>.note``).
+    sizes: dict[str, dict[int, Path]] = field(default_factory=dict)
+    # Per tenant, its newest exported checkpoint that verifies.
     checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
     lists: list[TenantList] = field(default_factory=list)
     # Files that are not what they claim: (file, reason); verification reports them.
@@ -110,41 +122,41 @@ class Anchor:
 
     def tenants(self) -> set[str]:
         """Every tenant the anchor knows: a folder of checkpoints, or a name in a list."""
-        names = set(self.checkpoints)
+        names = set(self.sizes)
         for item in self.lists:
             names |= item.tenants
         return names
 
+    def open(self, tenant: str, size: int) -> Checkpoint:
+        """The exported checkpoint of ``size`` records, once it verifies (``CheckpointError``)."""
+        path = self.sizes[tenant][size]
+        try:
+            note = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"cannot read it: {exc}") from exc
+        checkpoint = (
+            self.verifier.verify(note) if self.verifier else Checkpoint.parse(note_text(note))
+        )
+        # As in the database: any log name (it may have been renamed), this tenant.
+        if not checkpoint.origin.endswith(f"/audit/{tenant}"):
+            raise CheckpointError(f"it is a checkpoint of {checkpoint.origin}")
+        if checkpoint.size != size:
+            raise CheckpointError(f"it holds the checkpoint of {checkpoint.size} records")
+        return checkpoint
+
 
 def read_anchor(folder: Path, verifier: CheckpointVerifier | None, log_name: str) -> Anchor:
-    """Read every checkpoint and tenant list exported to ``folder``.
+    """Read the checkpoints and tenant lists exported to ``folder``.
 
     ``FileNotFoundError`` if the folder does not exist: an anchor that vanished is not an
     empty anchor.
     """
     if not folder.is_dir():
         raise FileNotFoundError(f"the checkpoint folder {folder} does not exist")
-    anchor = Anchor(folder)
+    anchor = Anchor(folder, verifier)
     for path in sorted(folder.iterdir()):
         if path.is_dir():
-            tenant = path.name
-            found = anchor.checkpoints.setdefault(tenant, [])
-            for note_path in sorted(path.glob("*.note")):
-                try:
-                    note = note_path.read_text(encoding="utf-8")
-                    checkpoint = (
-                        verifier.verify(note) if verifier else Checkpoint.parse(note_text(note))
-                    )
-                except (CheckpointError, OSError, UnicodeDecodeError) as exc:
-                    anchor.bad.append((f"{tenant}/{note_path.name}", str(exc)))
-                    continue
-                # As in the database: any log name (it may have been renamed), this tenant.
-                if not checkpoint.origin.endswith(f"/audit/{tenant}"):
-                    anchor.bad.append(
-                        (f"{tenant}/{note_path.name}", f"it is a checkpoint of {checkpoint.origin}")
-                    )
-                    continue
-                found.append(checkpoint)
+            _read_tenant(anchor, path)
         elif path.name.startswith("tenants-") and path.suffix == ".note":
             try:
                 listed = TenantList.open(path.read_text(encoding="utf-8"), verifier)
@@ -154,6 +166,24 @@ def read_anchor(folder: Path, verifier: CheckpointVerifier | None, log_name: str
             if listed.log_name == log_name:
                 anchor.lists.append(listed)
     return anchor
+
+
+def _read_tenant(anchor: Anchor, folder: Path) -> None:
+    tenant = folder.name
+    sizes = anchor.sizes.setdefault(tenant, {})
+    for path in folder.glob("*.note"):
+        if not _SIZE_FILE.fullmatch(path.name):
+            anchor.bad.append((f"{tenant}/{path.name}", "not a checkpoint file name"))
+            continue
+        sizes[int(path.stem)] = path
+    # The newest that verifies; a newer one that does not is reported, not trusted.
+    for size in sorted(sizes, reverse=True):
+        try:
+            anchor.checkpoints[tenant] = [anchor.open(tenant, size)]
+        except CheckpointError as exc:
+            anchor.bad.append((f"{tenant}/{sizes[size].name}", str(exc)))
+            continue
+        return
 
 
 def export_note(folder: Path, name: str, note: str) -> None:

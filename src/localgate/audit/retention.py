@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from localgate.audit.anchor import read_anchor
+from localgate.audit.anchor import Anchor, read_anchor
 from localgate.audit.checkpoint import CheckpointError, CheckpointSigner, CheckpointVerifier
 from localgate.audit.records import PURGE_HEADER, PendingRecord
 from localgate.audit.store import AuditReader, AuditStore
@@ -124,21 +124,27 @@ def purge_tenants(
     cutoff = now - timedelta(days=settings.metadata_retention_days)
     cutoff_text = cutoff.isoformat(timespec="seconds")
     verifier = signer.verifier()
-    anchor = None
+    anchor: Anchor | None = None
+    anchor_read = False
+    anchor_refusal: str | None = None
     outcomes = []
     for tenant in reader.tenants():
         point = purge_point(reader, tenant, verifier)
         if _signed_before(reader, tenant, verifier, cutoff) <= point:
             continue  # no checkpoint old enough vouches for anything not yet purged
-        if anchor is None and settings.checkpoint_export_dir is not None:
+        if not anchor_read and settings.checkpoint_export_dir is not None:
+            anchor_read = True  # once, and only when some tenant is due
             try:
                 anchor = read_anchor(settings.checkpoint_export_dir, verifier, settings.log_name)
             except FileNotFoundError as exc:
-                return [PurgeOutcome(tenant, refused=f"{exc}; nothing is purged without it")]
-            if anchor.bad:
-                name, reason = anchor.bad[0]
-                refused = f"the anchor's {name} does not verify ({reason}); nothing is purged"
-                return [PurgeOutcome(tenant, refused=refused)]
+                anchor_refusal = f"{exc}; nothing is purged without it"
+            else:
+                if anchor.bad:
+                    name, reason = anchor.bad[0]
+                    anchor_refusal = f"the anchor's {name} does not verify ({reason})"
+        if anchor_refusal is not None:
+            outcomes.append(PurgeOutcome(tenant, refused=anchor_refusal))
+            continue
         report = verify_tenant(reader, tenant, store.suite, verifier, anchor, cutoff=cutoff)
         if not report.ok:
             outcomes.append(

@@ -207,11 +207,11 @@ def verify_tenant(
         problem
         or _truncation(wanted, walk.frontier.size)
         or walk.head_problem
-        or _missing_from_database(stored, external)
+        or _missing_from_database(tenant, stored, anchor)
         or _listing(tenant, stored, lists, anchor, walk.frontier.size)
     )
     if anchor is not None:
-        anchored = {checkpoint.size for checkpoint in external}
+        anchored = anchor.sizes.get(tenant, {})
         extra = [checkpoint for checkpoint in stored if checkpoint.size not in anchored]
         if extra:
             report.warnings.append(
@@ -360,16 +360,25 @@ def _truncation(wanted: dict[int, list[Checkpoint]], size: int) -> Problem | Non
     )
 
 
-def _missing_from_database(stored: list[Checkpoint], external: list[Checkpoint]) -> Problem | None:
+def _missing_from_database(
+    tenant: str, stored: list[Checkpoint], anchor: Anchor | None
+) -> Problem | None:
+    if anchor is None:
+        return None
     held = {checkpoint.size for checkpoint in stored}
-    for checkpoint in sorted(external, key=lambda item: item.size):
-        if checkpoint.size not in held:
-            return Problem(
-                None,
-                "deleted",
-                f"the anchor's checkpoint of {checkpoint.size} records signed at "
-                f"{checkpoint.time.isoformat()} is missing from the database",
-            )
+    files = anchor.sizes.get(tenant, {})
+    for size in sorted(set(files) - held):
+        name = f"{tenant}/{files[size].name}"
+        try:
+            checkpoint = anchor.open(tenant, size)
+        except CheckpointError as exc:
+            return Problem(None, "unsigned", f"the anchor's {name} does not verify: {exc}")
+        return Problem(
+            None,
+            "deleted",
+            f"the anchor's checkpoint of {checkpoint.size} records signed at "
+            f"{checkpoint.time.isoformat()} is missing from the database",
+        )
     return None
 
 
