@@ -17,6 +17,8 @@ import os
 import secrets
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -255,6 +257,25 @@ def test_an_unsigned_record_rewritten_without_its_head(trail: Trail) -> None:
         "acme: FAILED: the log: rewritten: the writer's stored head of 14 records is not the "
         "tree of the records",
     )
+
+
+def test_the_installed_command_exits_1_and_names_the_attack(trail: Trail) -> None:
+    trail.dba("DELETE FROM audit_log WHERE tenant='acme' AND seq >= 12")
+    trail.dba("UPDATE audit_frontier SET size = 12 WHERE tenant='acme'")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    done = subprocess.run(  # noqa: S603 - this interpreter running localgate itself
+        [sys.executable, "-m", "localgate", "audit", "--config", str(trail.config), "verify"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "acme: FAILED: record 12: deleted: the gateway wrote 14 records" in done.stdout
+    assert "globex: OK (14 records, 1 checkpoints)" in done.stdout
 
 
 def test_the_size_column_alone_edited(trail: Trail) -> None:
