@@ -332,15 +332,22 @@ def test_purge_stops_at_the_newest_checkpoint_signed_before_the_cutoff(trail: Tr
     ok(trail.cli("verify"))
 
 
-def test_a_back_dated_record_that_verifies_is_still_not_purged(trail: Trail) -> None:
+def test_a_back_dated_record_that_got_signed_is_caught_and_not_purged(trail: Trail) -> None:
     # The DBA back-dates the unsigned records consistently (leaf, column, head) before
-    # the gateway signs them: verification cannot tell, since nothing signed them yet.
+    # the gateway signs them: the tree cannot tell, since the forgery is what got signed.
     for seq in range(SIGNED, SIGNED + TAIL):
         trail.rewrite("acme", seq, time="2001-01-01T00:00:00.000000+00:00")
     assert trail.checkpoint() == [("acme", SIGNED + TAIL), ("globex", SIGNED + TAIL)]
-    ok(trail.cli("verify"))
 
+    verified = trail.cli("verify")
     purged = trail.cli("purge")
+
+    # But record 10 follows the checkpoint of 10 records, signed minutes ago.
+    failed(
+        verified,
+        "acme: FAILED: record 10: modified: its time 2001-01-01T00:00:00.000000+00:00 is "
+        "before the checkpoint of 10 records signed at",
+    )
 
     # Records 10-13 look 25 years old, but the checkpoint vouching for them was signed now.
     assert purged.exit_code == 0, purged.output

@@ -28,7 +28,7 @@ ciphertexts, so a log whose payloads were crypto-shredded verifies like any othe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from localgate.audit.anchor import Anchor, TenantList, newest
@@ -56,6 +56,10 @@ __all__ = [
 # Re-reading the head after the records catches up with a writer that appends meanwhile;
 # a writer faster than the reader for this many rounds makes the last comparison count.
 _MAX_PASSES = 20
+# How much earlier than the checkpoint it follows a record's time may honestly be: a batch
+# in flight while the checkpoint was signed, replicas' clocks a little apart, a clock stepped
+# back. Back-dating that matters to retention is years, not hours.
+CLOCK_TOLERANCE = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +248,8 @@ class _Walk:
         self.requests: dict[str, int] = {}
         self.young_from: int | None = None
         self.head_problem: Problem | None = None
+        # The newest signed time of a checkpoint this position follows, and its size.
+        self.floor: tuple[datetime, int] | None = None
 
     def run(self, reader: AuditReader) -> Problem | None:
         """Check every record, then the writer's stored head against the tree."""
@@ -273,6 +279,9 @@ class _Walk:
             problem, header = _check_record(record, position, self.tenant, self.hasher, self.suite)
             if problem is not None:
                 return problem
+            problem = self._after_floor(header, position)
+            if problem is not None:
+                return problem
             if record.kind == "request":
                 self.requests[record.request_id] = record.seq
             elif record.kind == "answer":
@@ -296,6 +305,30 @@ class _Walk:
                         f"the first {checkpoint.size} records do not match the checkpoint "
                         f"signed at {checkpoint.time.isoformat()}",
                     )
+                if self.floor is None or checkpoint.time > self.floor[0]:
+                    self.floor = (checkpoint.time, checkpoint.size)
+        return None
+
+    def _after_floor(self, header: dict[str, Any], position: int) -> Problem | None:
+        """A record appended after a checkpoint cannot have been written long before it.
+
+        This catches records back-dated before they were signed (the Merkle tree cannot:
+        the forgery is what got signed), which would otherwise look old to the purge.
+        """
+        if self.floor is None:
+            return None
+        signed_at, size = self.floor
+        try:
+            written = datetime.fromisoformat(str(header["time"]))
+        except (KeyError, ValueError):
+            return None
+        if written.tzinfo is not None and written < signed_at - CLOCK_TOLERANCE:
+            return Problem(
+                position,
+                "modified",
+                f"its time {header['time']} is before the checkpoint of {size} records "
+                f"signed at {signed_at.isoformat()}, which it follows",
+            )
         return None
 
     def _head(self, state: bytes | None, column: int) -> Problem | None:
