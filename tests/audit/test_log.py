@@ -119,7 +119,9 @@ def test_reordered_records(log: tuple[Path, CipherSuite]) -> None:
 
 def test_inserted_record_at_the_end(log: tuple[Path, CipherSuite]) -> None:
     path, suite = log
-    forged = canonical({"tenant": "acme", "seq": 20, "kind": "request", "request_id": "forged"})
+    forged = canonical(
+        {"tenant": "acme", "seq": 20, "kind": "request", "request_id": "forged", "time": "now"}
+    )
 
     leaf = suite.tree_hasher().hash_leaf(forged)
     sql(
@@ -251,5 +253,5 @@ def test_schema_is_managed_by_migrations_and_adopts_older_logs(tmp_path: Path) -
     AuditStore(sqlite_at(path), master, CipherSuite("standard")).close()
 
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
         assert db.execute("SELECT value FROM audit_meta").fetchall() == [("standard",)]

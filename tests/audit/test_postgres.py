@@ -95,6 +95,9 @@ def test_the_database_refuses_to_change_the_log(dsn: str) -> None:
             "DELETE FROM audit_log WHERE seq = 3",
             "TRUNCATE audit_log",
             "DELETE FROM audit_checkpoints",
+            "TRUNCATE audit_checkpoints",
+            "DELETE FROM audit_tenant_lists",
+            "TRUNCATE audit_tenant_lists",
         ):
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 db.execute(statement)

@@ -184,7 +184,9 @@ def test_exported_checkpoints_catch_a_rewritten_database(
     alone = cli("verify")
     with_export = cli("verify", "--checkpoints", str(tmp_path / "worm"))
 
-    assert alone.exit_code == 0  # nothing inside the database can tell
+    # The writer's stored head still counts the deleted record.
+    assert alone.exit_code == 1
+    assert "acme: FAILED: record 1: deleted: the gateway wrote 2 records" in alone.output
     assert with_export.exit_code == 1
     assert "truncated" in with_export.output
 
@@ -194,7 +196,7 @@ def test_exported_checkpoints_catch_a_rewritten_database(
     vanished = cli("verify", "--checkpoints", str(tmp_path / "worm"))
 
     assert vanished.exit_code == 1
-    assert "acme: FAILED: record 0: truncated" in vanished.output
+    assert "acme: FAILED: the log: deleted: the whole log is missing" in vanished.output
 
 
 def test_original_prompts_are_kept_only_for_their_short_window(

@@ -4,16 +4,23 @@ The gateway does this every ``audit.checkpoint_interval_s`` when it can read the
 signing key; an operator who keeps the key away from the gateway replicas runs
 ``localgate audit checkpoint`` from the signer's host (e.g. from cron) instead.
 Exported checkpoints go where the database administrator cannot write, so a rewritten
-log cannot be made to match them.
+log cannot be made to match them. Beside the checkpoints it keeps a signed tenant list
+(``anchor.TenantList``), so that a tenant deleted whole stays visible.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from localgate.audit.checkpoint import Checkpoint, CheckpointSigner, note_text
+from localgate.audit.anchor import TenantList, export_note, newest, tenant_list_file
+from localgate.audit.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSigner,
+    CheckpointVerifier,
+)
 from localgate.audit.merkle import Frontier, TreeHasher, root_of
 from localgate.audit.store import AuditReader
 
@@ -45,16 +52,25 @@ class Checkpointer:
         self._export_dir = export_dir
         # The frontier as of this checkpointer's last signature, per tenant.
         self._signed: dict[str, Frontier] = {}
+        # The tenants of the last list this checkpointer signed.
+        self._listed: frozenset[str] = frozenset()
 
     def run(self) -> list[tuple[str, int]]:
-        """Sign what is new; returns (tenant, size) of each checkpoint made."""
-        made = []
+        """Sign what is new; returns (tenant, size) of each checkpoint made.
+
+        The checkpoints and the tenant list they need are stored in one transaction,
+        then exported: verification relies on a list never lagging a checkpoint.
+        """
+        made: list[tuple[str, int, str]] = []
+        signed_tenants: set[str] = set()
         for tenant in self._reader.tenants():
             state = self._reader.frontier_state(tenant)
             if state is None:
                 continue
             frontier = Frontier.from_bytes(self._hasher, state)
             signed = self._reader.checkpoints(tenant)
+            if signed:
+                signed_tenants.add(tenant)
             if frontier.size == 0 or (signed and signed[-1][0] >= frontier.size):
                 continue
             if not self._extends_what_was_signed(tenant, frontier, signed):
@@ -70,11 +86,60 @@ class Checkpointer:
                 root=frontier.root(),
                 time=datetime.now(UTC).replace(microsecond=0),
             )
-            note = self._signer.sign(checkpoint)
-            self._reader.add_checkpoint(tenant, frontier.size, note)
-            self._export(tenant, frontier.size, note)
-            made.append((tenant, frontier.size))
-        return made
+            made.append((tenant, frontier.size, self._signer.sign(checkpoint)))
+            signed_tenants.add(tenant)
+        listed = self._tenant_list(signed_tenants)
+        if not made and listed is None:
+            return []
+        self._reader.db.begin()
+        try:
+            for tenant, size, note in made:
+                self._reader.add_checkpoint(tenant, size, note)
+            if listed is not None:
+                self._reader.add_tenant_list(listed[1])
+            self._reader.db.commit()
+        except Exception:
+            self._reader.db.rollback()
+            raise
+        if listed is not None:
+            self._listed = listed[0].tenants
+        for tenant, size, note in made:
+            self._export(f"{tenant}/{size:012d}.note", note)
+        if listed is not None:
+            self._export(tenant_list_file(*listed), listed[1])
+        return [(tenant, size) for tenant, size, _ in made]
+
+    def _tenant_list(self, signed_tenants: set[str]) -> tuple[TenantList, str] | None:
+        """A new signed tenant list, if the newest one stored lacks a tenant it should name.
+
+        Names are carried forward from the newest stored list, from the anchor's newest
+        (so a tenant deleted from the database together with its lists is named again)
+        and from what this process listed itself.
+        """
+        verifier = self._signer.verifier()
+        stored = [
+            opened
+            for opened in (_open(note, verifier) for note in self._reader.newest_tenant_lists())
+            if opened is not None
+        ]
+        latest = newest(stored)
+        known = latest.tenants if latest else frozenset()
+        wanted = known | self._listed | signed_tenants
+        if self._export_dir is not None:
+            exported = sorted(self._export_dir.glob("tenants-*.note"))
+            if exported:
+                anchored = _open(exported[-1].read_text(encoding="utf-8"), verifier)
+                if anchored is not None:
+                    wanted |= anchored.tenants
+        if not wanted or wanted == known:
+            return None
+        listed = TenantList(
+            self._log_name, frozenset(wanted), datetime.now(UTC).replace(microsecond=0)
+        )
+        if latest is not None and listed.time <= latest.time:
+            # Newest by signed time decides: never sign one that would not be newest.
+            listed = TenantList(self._log_name, listed.tenants, latest.time + timedelta(seconds=1))
+        return listed, listed.sign(self._signer)
 
     def _extends_what_was_signed(
         self, tenant: str, frontier: Frontier, signed: list[tuple[int, str]]
@@ -94,7 +159,11 @@ class Checkpointer:
                 return False
             if signed:
                 size, note = signed[-1]
-                checkpoint = Checkpoint.parse(note_text(note))
+                try:
+                    # Only our own signature makes a stored checkpoint the base to extend.
+                    checkpoint = self._signer.verifier().verify(note)
+                except CheckpointError:
+                    return False
                 if size > len(leaves) or root_of(self._hasher, leaves[:size]) != checkpoint.root:
                     return False
             mine = Frontier(self._hasher)
@@ -112,9 +181,13 @@ class Checkpointer:
         self._signed[tenant] = mine
         return True
 
-    def _export(self, tenant: str, size: int, note: str) -> None:
-        if self._export_dir is None:
-            return
-        folder = self._export_dir / tenant
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{size:012d}.note").write_text(note, encoding="utf-8")
+    def _export(self, name: str, note: str) -> None:
+        if self._export_dir is not None:
+            export_note(self._export_dir, name, note)
+
+
+def _open(note: str, verifier: CheckpointVerifier) -> TenantList | None:
+    try:
+        return TenantList.open(note, verifier)
+    except CheckpointError:
+        return None  # not ours: verify reports it

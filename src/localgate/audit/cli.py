@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from localgate.audit.anchor import read_anchor
 from localgate.audit.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -24,7 +25,7 @@ from localgate.audit.records import parse_header
 from localgate.audit.retention import shred_expired
 from localgate.audit.store import AuditReader, StoredRecord, associated_data
 from localgate.audit.trail import database, master_key, signer
-from localgate.audit.verify import verify_tenant
+from localgate.audit.verify import verify_all
 from localgate.cliconfig import config_option, load_or_exit
 from localgate.config import Settings
 
@@ -85,7 +86,8 @@ def audit(ctx: click.Context, config_path: Path | None) -> None:
     "checkpoint_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Also check the signed checkpoints exported to this folder.",
+    help="The external anchor: signed checkpoints exported to this folder "
+    "(default: audit.checkpoint_export_dir). Keep it where the DBA cannot write.",
 )
 @click.option("--key", default=None, help="Verifier key (default: from the signing key file).")
 @click.pass_context
@@ -99,18 +101,35 @@ def verify(
     verifier = _verifier(settings, key)
     if verifier is None:
         click.echo("note: no verifier key; checkpoint signatures are not checked", err=True)
+    folder = checkpoint_dir or settings.audit.checkpoint_export_dir
+    anchor = None
     failed = False
-    names = set(reader.tenants())
-    if checkpoint_dir is not None and checkpoint_dir.is_dir():
-        # A tenant whose every row was deleted is still known to its exported checkpoints.
-        names |= {folder.name for folder in checkpoint_dir.iterdir() if folder.is_dir()}
-    for name in [tenant] if tenant else sorted(names):
-        external = []
-        if checkpoint_dir is not None and (checkpoint_dir / name).is_dir():
-            external = [p.read_text() for p in sorted((checkpoint_dir / name).glob("*.note"))]
-        report = verify_tenant(reader, name, suite, verifier, external)
+    if folder is None:
+        click.echo(
+            "note: no anchor (audit.checkpoint_export_dir or --checkpoints): whoever can write "
+            "the database can also delete what it holds of the checkpoints",
+            err=True,
+        )
+    else:
+        try:
+            anchor = read_anchor(folder, verifier, settings.audit.log_name)
+        except FileNotFoundError as exc:
+            # An anchor that vanished is not an empty one, unless nothing was signed yet.
+            if checkpoint_dir is not None or any(
+                reader.checkpoints(name) for name in reader.known_tenants()
+            ):
+                click.echo(f"anchor: FAILED: {exc}")
+                failed = True
+    result = verify_all(reader, suite, verifier, anchor, tenant)
+    reader.close()
+    for problem in result.anchor_problems:
+        failed = True
+        click.echo(f"anchor: FAILED: {problem}")
+    for report in result.reports:
         if report.ok:
-            click.echo(f"{name}: OK ({report.records} records, {report.checkpoints} checkpoints)")
+            click.echo(
+                f"{report.tenant}: OK ({report.records} records, {report.checkpoints} checkpoints)"
+            )
             if report.unanswered:
                 click.echo(
                     f"  {len(report.unanswered)} request(s) without a completion record, "
@@ -118,8 +137,9 @@ def verify(
                 )
         else:
             failed = True
-            click.echo(f"{name}: FAILED: {report.problem}")
-    reader.close()
+            click.echo(f"{report.tenant}: FAILED: {report.problem}")
+        for warning in report.warnings:
+            click.echo(f"  warning: {warning}")
     if failed:
         sys.exit(1)
 
@@ -129,10 +149,13 @@ def verify(
 def checkpoint(ctx: click.Context) -> None:
     """Sign the head of every log that grew (run where the signing key is)."""
     from localgate.audit.checkpointing import Checkpointer
+    from localgate.audit.migrate import upgrade_schema
 
     settings = _settings(ctx)
     key = _required_signer(settings)
     reader = _reader(settings)
+    # It writes (checkpoints, tenant lists), maybe before any upgraded gateway has started.
+    upgrade_schema(reader.db.sqlalchemy_url)
     suite = _suite(reader)
     made = Checkpointer(
         reader,
@@ -341,7 +364,7 @@ def shred(ctx: click.Context, now_text: str | None) -> None:
 @click.pass_context
 def purge(ctx: click.Context, now_text: str | None) -> None:
     """Erase metadata past audit.metadata_retention_days, leaving signed purge markers."""
-    from localgate.audit.retention import purge_expired
+    from localgate.audit.retention import purge_tenants
     from localgate.audit.store import AuditStore
 
     settings = _settings(ctx)
@@ -351,14 +374,22 @@ def purge(ctx: click.Context, now_text: str | None) -> None:
     store.start()
     now = _now(now_text)
     try:
-        done = purge_expired(store, reader, settings.audit, key, now)
+        outcomes = purge_tenants(store, reader, settings.audit, key, now)
     finally:
         store.close()
         reader.close()
-    for tenant, below in done:
-        click.echo(f"{tenant}: metadata of records 0..{below - 1} purged (signed marker appended)")
-    if not done:
+    for outcome in outcomes:
+        if outcome.refused is None:
+            click.echo(
+                f"{outcome.tenant}: metadata of records 0..{outcome.below - 1} purged "
+                "(signed marker appended)"
+            )
+        else:
+            click.echo(f"{outcome.tenant}: NOT PURGED: {outcome.refused}")
+    if not outcomes:
         click.echo("nothing past the retention period")
+    if any(outcome.refused is not None for outcome in outcomes):
+        sys.exit(1)
 
 
 @audit.command("find-prompt")

@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["FORMAT_VERSION", "Kind", "PendingRecord", "canonical", "parse_header"]
+__all__ = ["FORMAT_VERSION", "PURGE_HEADER", "Kind", "PendingRecord", "canonical", "parse_header"]
 
 FORMAT_VERSION = 1
+# The first line of the signed note in a purge marker (a record of kind "purge").
+PURGE_HEADER = "localgate audit purge"
 Kind = Literal["request", "answer", "purge"]
 
 

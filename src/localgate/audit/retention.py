@@ -1,5 +1,9 @@
 """Retention: crypto-shredding of payloads, and purging of old metadata with signed markers.
 
+Metadata: records older than ``audit.metadata_retention_days`` lose their header and
+ciphertexts, below a signed purge marker; what is old is decided from signed checkpoint
+times and verified header times, never from an unverified column.
+
 Payloads: data keys of expired periods are destroyed.
 
 Payload keys live ``audit.payload_retention_days`` past their period, original-prompt
@@ -10,16 +14,20 @@ them), but nobody can read them again.
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier, note_text
-from localgate.audit.records import PendingRecord, parse_header
+from localgate.audit.anchor import Anchor, read_anchor
+from localgate.audit.checkpoint import CheckpointError, CheckpointSigner, CheckpointVerifier
+from localgate.audit.records import PURGE_HEADER, PendingRecord
 from localgate.audit.store import AuditReader, AuditStore
+from localgate.audit.verify import purge_point, verify_tenant
 from localgate.config import AuditSettings
 
-__all__ = ["purge_expired", "purge_point", "shred_expired"]
+__all__ = ["PurgeOutcome", "purge_expired", "purge_point", "purge_tenants", "shred_expired"]
 
-PURGE_HEADER = "localgate audit purge"
+logger = logging.getLogger("localgate.audit")
 
 
 def _period_end(period: str) -> datetime | None:
@@ -67,6 +75,15 @@ def shred_expired(reader: AuditReader, settings: AuditSettings, now: datetime) -
     return destroyed
 
 
+@dataclass(frozen=True, slots=True)
+class PurgeOutcome:
+    """What the purge did for one tenant: erased below ``below``, or refused and why."""
+
+    tenant: str
+    below: int = 0
+    refused: str | None = None
+
+
 def purge_expired(
     store: AuditStore,
     reader: AuditReader,
@@ -74,19 +91,73 @@ def purge_expired(
     signer: CheckpointSigner,
     now: datetime,
 ) -> list[tuple[str, int]]:
-    """Erase metadata older than the retention period; returns (tenant, purged_below)."""
+    """Erase metadata older than the retention period; returns (tenant, purged_below).
+
+    A tenant whose log does not verify is left alone and logged as an error; see
+    ``purge_tenants`` for the reasons.
+    """
+    done = []
+    for outcome in purge_tenants(store, reader, settings, signer, now):
+        if outcome.refused is None:
+            done.append((outcome.tenant, outcome.below))
+        else:
+            logger.error("audit: %s not purged: %s", outcome.tenant, outcome.refused)
+    return done
+
+
+def purge_tenants(
+    store: AuditStore,
+    reader: AuditReader,
+    settings: AuditSettings,
+    signer: CheckpointSigner,
+    now: datetime,
+) -> list[PurgeOutcome]:
+    """Erase metadata older than the retention period, deciding from verified times only.
+
+    A record is erased only when (1) a checkpoint signed before the cutoff covers it, so
+    the signature vouches that it existed then, and (2) it and every record before it
+    carry a header time before the cutoff, in a log that verified completely (records,
+    tree, head, anchor) just before: a database administrator who back-dates a record or
+    its ``recorded_at`` column gets a refusal, not an erasure. Tenants with nothing old
+    enough are skipped without reading their log (decided from signed checkpoints).
+    """
     cutoff = now - timedelta(days=settings.metadata_retention_days)
     cutoff_text = cutoff.isoformat(timespec="seconds")
-    done = []
+    verifier = signer.verifier()
+    anchor: Anchor | None = None
+    anchor_read = False
+    anchor_refusal: str | None = None
+    outcomes = []
     for tenant in reader.tenants():
-        row = reader.db.execute(
-            "SELECT MAX(seq) FROM audit_log WHERE tenant=? AND recorded_at < ? AND kind <> 'purge'",
-            (tenant, cutoff_text),
-        ).fetchone()
-        if row is None or row[0] is None:
+        point = purge_point(reader, tenant, verifier)
+        if _signed_before(reader, tenant, verifier, cutoff) <= point:
+            continue  # no checkpoint old enough vouches for anything not yet purged
+        if not anchor_read and settings.checkpoint_export_dir is not None:
+            anchor_read = True  # once, and only when some tenant is due
+            try:
+                anchor = read_anchor(settings.checkpoint_export_dir, verifier, settings.log_name)
+            except FileNotFoundError as exc:
+                anchor_refusal = f"{exc}; nothing is purged without it"
+            else:
+                if anchor.bad:
+                    name, reason = anchor.bad[0]
+                    anchor_refusal = f"the anchor's {name} does not verify ({reason})"
+        if anchor_refusal is not None:
+            outcomes.append(PurgeOutcome(tenant, refused=anchor_refusal))
             continue
-        below = int(row[0]) + 1
-        if purge_point(reader, tenant, None) >= below:
+        report = verify_tenant(reader, tenant, store.suite, verifier, anchor, cutoff=cutoff)
+        if not report.ok:
+            outcomes.append(
+                PurgeOutcome(
+                    tenant,
+                    refused=f"its log does not verify ({report.problem}); "
+                    "run `localgate audit verify`",
+                )
+            )
+            continue
+        covered = max((c.size for c in report.signed if c.time < cutoff), default=0)
+        below = min(covered, report.young_from)
+        if below <= point:
             continue
         note = signer.sign_note(
             f"{PURGE_HEADER}\ntenant {tenant}\npurged_below {below}\n"
@@ -106,29 +177,20 @@ def purge_expired(
             (tenant, below),
         )
         reader.db.commit()
-        done.append((tenant, below))
-    return done
+        outcomes.append(PurgeOutcome(tenant, below))
+    return outcomes
 
 
-def purge_point(reader: AuditReader, tenant: str, verifier: CheckpointVerifier | None) -> int:
-    """Below which position the tenant's records may legitimately be erased.
-
-    Only markers whose note verifies count (any marker when ``verifier`` is None, which
-    the purge job itself uses to find where it stopped last time).
-    """
-    point = 0
-    rows = reader.db.execute(
-        "SELECT CAST(header AS BLOB) FROM audit_log WHERE tenant=? AND kind='purge'", (tenant,)
-    ).fetchall()
-    for (raw,) in rows:
+def _signed_before(
+    reader: AuditReader, tenant: str, verifier: CheckpointVerifier, cutoff: datetime
+) -> int:
+    """The largest size among the tenant's checkpoints that our key signed before ``cutoff``."""
+    covered = 0
+    for _, note in reader.checkpoints(tenant):
         try:
-            fields = parse_header(raw)
-            note = str(fields["note"])
-            text = verifier.open_note(note) if verifier else note_text(note)
-            lines = dict(line.split(" ", 1) for line in text.splitlines()[1:] if " " in line)
-            if not text.startswith(PURGE_HEADER) or lines.get("tenant") != tenant:
-                continue
-            point = max(point, int(lines["purged_below"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return point
+            checkpoint = verifier.verify(note)
+        except CheckpointError:
+            continue  # verification, if it gets that far, reports it
+        if checkpoint.time < cutoff:
+            covered = max(covered, checkpoint.size)
+    return covered

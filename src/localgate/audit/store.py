@@ -13,6 +13,7 @@ forking the log.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -37,7 +38,8 @@ _MAX_BATCH = 1024
 # Read as bytes whatever type a row was altered to: a tampered row must be reported,
 # not crash the verifier.
 _BLOBS = (
-    "CAST(header AS BLOB), CAST(payload AS BLOB), CAST(original AS BLOB), CAST(leaf_hash AS BLOB)"
+    "CAST(recorded_at AS TEXT), CAST(header AS BLOB), CAST(payload AS BLOB), "
+    "CAST(original AS BLOB), CAST(leaf_hash AS BLOB)"
 )
 
 
@@ -58,6 +60,7 @@ class StoredRecord:
     seq: int
     kind: str
     request_id: str
+    recorded_at: str  # a copy of the header's time, for queries; verify compares them
     header: bytes | None
     payload: bytes | None
     original: bytes | None
@@ -287,12 +290,20 @@ class AuditReader:
         ).fetchall()
         return [row[0] for row in rows]
 
-    def records(self, tenant: str) -> Iterator[StoredRecord]:
-        """A tenant's records in sequence order."""
+    def known_tenants(self) -> set[str]:
+        """Every tenant the database mentions anywhere: a log, a head or a checkpoint."""
+        rows = self.db.execute(
+            "SELECT tenant FROM audit_frontier UNION SELECT DISTINCT tenant FROM audit_log "
+            "UNION SELECT DISTINCT tenant FROM audit_checkpoints"
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def records(self, tenant: str, start: int = 0) -> Iterator[StoredRecord]:
+        """A tenant's records in sequence order, from position ``start``."""
         cursor = self.db.execute(
             "SELECT tenant, seq, kind, request_id, " + _BLOBS + " "
-            "FROM audit_log WHERE tenant=? ORDER BY seq",
-            (tenant,),
+            "FROM audit_log WHERE tenant=? AND seq >= ? ORDER BY seq",
+            (tenant, start),
         )
         for row in cursor:
             yield StoredRecord(*row)
@@ -346,4 +357,37 @@ class AuditReader:
             "INSERT INTO audit_checkpoints (tenant, size, note, created_at) "
             "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
             (tenant, size, note, datetime.now(UTC).isoformat(timespec="seconds")),
+        )
+
+    def tenant_lists(self, newest: int | None = None) -> list[str]:
+        """Every stored signed tenant list (see ``anchor.TenantList``), or the ``newest``.
+
+        "Newest" goes by the unsigned ``created_at``: a hint for the checkpointer, which
+        also carries names forward from elsewhere; verification reads them all.
+        """
+        # A database no writer has migrated to 0002 yet has none (verify does not migrate).
+        exists = (
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='audit_tenant_lists'"
+            if self.db.dialect == "sqlite"
+            else "SELECT 1 WHERE to_regclass('audit_tenant_lists') IS NOT NULL"
+        )
+        if self.db.execute(exists).fetchone() is None:
+            return []
+        query = "SELECT note FROM audit_tenant_lists"
+        if newest is not None:
+            query += f" ORDER BY created_at DESC LIMIT {int(newest)}"
+        rows = self.db.execute(query).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def newest_tenant_lists(self) -> list[str]:
+        """The few most recently stored tenant lists (several: created_at ties)."""
+        return self.tenant_lists(newest=5)
+
+    def add_tenant_list(self, note: str) -> None:
+        """Store a signed tenant list."""
+        digest = hashlib.sha256(note.encode("utf-8")).hexdigest()
+        self.db.execute(
+            "INSERT INTO audit_tenant_lists (digest, note, created_at) VALUES (?,?,?) "
+            "ON CONFLICT DO NOTHING",
+            (digest, note, datetime.now(UTC).isoformat(timespec="seconds")),
         )
