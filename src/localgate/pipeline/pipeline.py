@@ -118,6 +118,7 @@ class Pipeline:
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         _observe(ctx, reply.body)
+        # Durable before the answer goes out (raises, withholding it, if it cannot be).
         await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
         if outcome == "forwarded":
@@ -210,4 +211,7 @@ class _AnswerStream:
             await self._upstream.close()
         finally:
             self._permit.release()
-            await self._pipeline.audit.record_outcome(self._ctx, self._outcome, self._status)
+            # Every event has gone out: the completion is written, but cannot hold it back.
+            await self._pipeline.audit.record_outcome(
+                self._ctx, self._outcome, self._status, answer_sent=True
+            )
