@@ -201,16 +201,14 @@ class AuditStore:
             return  # nobody waits for it any more
         try:
             self._db.begin()
-            try:
-                self._db.execute("UPDATE audit_meta SET value=value WHERE name='suite'")
-            except Exception:
-                self._db.rollback()
-                raise
+            self._db.execute("UPDATE audit_meta SET value=value WHERE name='suite'")
             if probe.commit:
                 self._db.commit()
             else:
                 self._db.rollback()
         except Exception as exc:  # noqa: BLE001 - any driver error means "cannot write"
+            if self._db.in_transaction:
+                self._db.rollback()
             probe.future.set_exception(
                 StoreNotWritable(f"the audit database cannot be written ({_describe(exc)})")
             )
