@@ -1,5 +1,6 @@
 """kill -9 under load: after a restart the log verifies, and every request that a
-client saw succeed has its request record and its completion record."""
+client received whole (a unary answer, or a stream to its end) has its request record and
+its completion record."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from localgate.testing import FakeGemini
 from tests.conftest import wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 
 
 def free_port() -> int:
@@ -51,17 +53,19 @@ def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
 def kill_9_under_load(
     gateway: subprocess.Popen[bytes], port: int, key: str, answers: int
 ) -> list[str]:
-    """Load the gateway from 16 clients, SIGKILL it after ``answers`` answers; their ids."""
+    """Load the gateway from 16 clients (12 unary, 4 streaming), SIGKILL it after ``answers``
+    complete answers; their request ids."""
     acknowledged: list[str] = []
     stop = threading.Event()
     budget = iter(range(20_000))  # bounded: the clients stop after this many requests
 
-    def load() -> None:
+    def load(path: str) -> None:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
             while not stop.is_set() and next(budget, None) is not None:
                 try:
+                    # Read to the end of the response: a stream cut short raises.
                     response = client.post(
-                        GENERATE,
+                        path,
                         json={"contents": [{"parts": [{"text": "hi"}]}]},
                         headers={"x-goog-api-key": key},
                     )
@@ -71,7 +75,8 @@ def kill_9_under_load(
                     acknowledged.append(response.headers["x-request-id"])
 
     # Many in flight, so that answers are always going out when the kill lands.
-    workers = [threading.Thread(target=load) for _ in range(16)]
+    paths = [GENERATE] * 12 + [STREAM] * 4
+    workers = [threading.Thread(target=load, args=(path,)) for path in paths]
     for worker in workers:
         worker.start()
     wait_until(lambda: len(acknowledged) >= answers, timeout=60)
@@ -118,7 +123,7 @@ def test_kill_9_under_load_loses_no_record_of_an_answer_the_client_received(
 
     assert len(acknowledged) >= 450
     assert set(acknowledged) <= recorded
-    # The answer went out only after its completion record was on disk.
+    # A unary answer goes out, and a stream ends, only once its completion is on disk.
     assert sorted(set(acknowledged) - completed) == []
     assert verified.exit_code == 0, verified.output
     assert "acme: OK" in verified.output
