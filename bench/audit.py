@@ -251,7 +251,15 @@ def main() -> None:
         ),
         help="PostgreSQL to measure too (skipped if it does not answer)",
     )
+    parser.add_argument(
+        "--completion-only",
+        action="store_true",
+        help="measure only the completion record awaited against not awaited",
+    )
     args = parser.parse_args()
+    if args.completion_only:
+        completion_only(args)
+        return
     with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
         folder = Path(name)
         rows = []
@@ -281,6 +289,56 @@ def main() -> None:
             f"verified in {checked:.1f} s"
         )
     args.out.write_text(report(args, rows, latency, completion, written, checked), encoding="utf-8")
+    print(f"audit: wrote {args.out}")
+
+
+def completion_section(
+    args: argparse.Namespace, completion: list[tuple[str, int, str, float, float, float]]
+) -> list[str]:
+    """The Markdown section comparing the completion record awaited and not awaited."""
+    return [
+        "## Awaiting the completion record before the answer goes out",
+        "",
+        "The audit stage's share of one request: await the request record, then write the "
+        "completion record. *Not awaited* is how the gateway did it before (the answer went "
+        "out while its completion record was still queued: a `kill -9` in that window lost "
+        "it); *awaited* is how it does it now (a unary answer goes out, and a stream ends, "
+        "once its completion record is on disk). Both in one run, alternating, in the same "
+        f"store (SQLite with `synchronous: full`, or PostgreSQL); the median of "
+        f"{args.completion_rounds} rounds of {args.completion_requests:,} requests. "
+        "Requests/s counts until every record is on disk.",
+        "",
+        "| store | requests in flight | completion record | p50 ms | p99 ms | requests/s |",
+        "|---|---:|---|---:|---:|---:|",
+        *(
+            f"| {store} | {flight} | {mode} | {p50:.3f} | {p99:.3f} | {rate:,.0f} |"
+            for store, flight, mode, p50, p99, rate in completion
+        ),
+        "",
+    ]
+
+
+def completion_only(args: argparse.Namespace) -> None:
+    """Only the completion comparison, as a Markdown section in ``--out``."""
+    with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
+        folder = Path(name)
+        completion = completion_cost(folder, args.completion_requests, args.completion_rounds)
+        with postgres_schema(args.postgres_dsn) as dsn:
+            if dsn is not None:
+                completion += completion_cost(
+                    folder, args.completion_requests, args.completion_rounds, dsn
+                )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = completion_section(args, completion)
+    lines.insert(
+        2,
+        f"`python -m bench.audit --completion-only --out {args.out}` on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, localgate at {commit or 'unknown'}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end.\n",
+    )
+    args.out.write_text("\n".join(lines), encoding="utf-8")
     print(f"audit: wrote {args.out}")
 
 
@@ -339,24 +397,7 @@ def report(
         f"{'met' if latency['FULL'][0] <= 1 else 'missed'} with `synchronous: full`). The "
         "completion record of a unary answer is awaited too (next section).",
         "",
-        "## Awaiting the completion record before the answer goes out",
-        "",
-        "The audit stage's share of one request: await the request record, then write the "
-        "completion record. *Not awaited* is how the gateway did it before (the answer went "
-        "out while its completion record was still queued: a `kill -9` in that window lost "
-        "it); *awaited* is how it does it now for unary answers (the answer goes out once "
-        "its completion record is on disk). Both in one run, alternating, in the same store "
-        f"(`synchronous: full`); the median of {args.completion_rounds} rounds of "
-        f"{args.completion_requests:,} requests. Requests/s counts until every record is "
-        "on disk.",
-        "",
-        "| store | requests in flight | completion record | p50 ms | p99 ms | requests/s |",
-        "|---|---:|---|---:|---:|---:|",
-        *(
-            f"| {store} | {flight} | {mode} | {p50:.3f} | {p99:.3f} | {rate:,.0f} |"
-            for store, flight, mode, p50, p99, rate in completion
-        ),
-        "",
+        *completion_section(args, completion),
         "## Verification",
         "",
         f"{args.verify_records:,} records written in {written:.1f} s; `verify` (every header, "

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import os
 import sqlite3
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -23,6 +24,7 @@ from localgate.frontdoor.routes import match_route
 from localgate.identity import Principal
 from localgate.observability.metrics import GatewayMetrics
 from localgate.pipeline.context import RequestContext
+from tests.conftest import wait_until
 
 
 def context(request_id: str) -> RequestContext:
@@ -234,3 +236,75 @@ def test_a_torn_spool_append_on_a_full_disk_leaves_no_partial_line(tmp_path: Pat
 
     assert spool.path.read_bytes() == before
     assert [record.request_id for record in spool.take()] == ["r1"]
+
+
+class GatedWriter:
+    """Holds the store's writer inside its first batch until ``open``."""
+
+    def __init__(self, store: AuditStore) -> None:
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        self._write = store._write
+
+    def write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+        self.entered.set()
+        self._gate.wait(timeout=30)
+        self._write(batch)
+
+    def open(self) -> None:
+        self._gate.set()
+
+
+def test_a_cancelled_request_still_gets_its_completion_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    writer = GatedWriter(store)
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+    stage = TrailAudit(store, Spool(tmp_path / "audit.spool", master))
+
+    def answers() -> list[str]:
+        reader = store.reader()
+        try:
+            return [r.request_id for r in reader.records("acme") if r.kind == "answer"]
+        finally:
+            reader.close()
+
+    async def scenario() -> None:
+        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        await asyncio.to_thread(writer.entered.wait, 30)
+        task.cancel()  # the server shuts down while the record is being written
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        writer.open()
+        await asyncio.to_thread(wait_until, lambda: answers() == ["r1"])
+
+    asyncio.run(scenario())
+    store.close()
+
+
+def test_a_waiter_that_gave_up_does_not_stop_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    writer = GatedWriter(store)
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+
+    first = store.submit(PendingRecord("acme", "request", "r1", {}))
+    assert writer.entered.wait(timeout=30)
+    abandoned = store.submit(PendingRecord("acme", "request", "r2", {}))
+    assert abandoned.cancel()  # its request was cancelled while the record waited
+    writer.open()
+    later = store.submit(PendingRecord("acme", "request", "r3", {})).result(timeout=30)
+    reader = store.reader()
+    kept = [r.request_id for r in reader.records("acme")]
+    reader.close()
+    store.close()
+
+    assert first.result(timeout=1).seq == 0
+    assert later.seq == 2
+    assert kept == ["r1", "r2", "r3"]  # asked for, so written, even if nobody waits
