@@ -128,8 +128,13 @@ def test_a_failed_batch_is_not_ready_until_a_write_succeeds_again(
         real_commit()
 
     monkeypatch.setattr(store._db, "commit", commit)
+    assert asyncio.run(readiness.problem()) is None  # checked and cached: all well
     with pytest.raises(sqlite3.OperationalError):
         store.submit(record("r1")).result(timeout=10)
+
+    # Seen at once, not when the cached check expires.
+    at_once = asyncio.run(readiness.problem())
+    clock.now += 5
 
     # A rolled-back probe would pass on a full disk: after a failed batch it commits.
     while_full = asyncio.run(readiness.problem())
@@ -138,6 +143,7 @@ def test_a_failed_batch_is_not_ready_until_a_write_succeeds_again(
     after = asyncio.run(readiness.problem())
     written = store.submit(record("r2")).result(timeout=10)
 
+    assert at_once == "the last audit write failed (OperationalError: database or disk is full)"
     assert while_full == (
         "the audit database cannot be written (OperationalError: database or disk is full)"
     )

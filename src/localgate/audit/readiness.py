@@ -68,7 +68,11 @@ class AuditReadiness:
                 if self._stale():  # another probe may have refreshed it meanwhile
                     self._problem = await self._check()
                     self._checked_at = self._clock()
-        return self._problem
+        if self._problem is not None:
+            return self._problem
+        # Read fresh: a batch that failed since the last check refused its requests.
+        failed = self._store.last_failure
+        return f"the last audit write failed ({failed})" if failed is not None else None
 
     def _stale(self) -> bool:
         return self._checked_at is None or self._clock() - self._checked_at >= self._interval_s
@@ -83,7 +87,4 @@ class AuditReadiness:
             return str(exc)
         except TimeoutError:
             return f"the audit writer did not answer within {self._timeout_s:g} s"
-        failed = self._store.last_failure
-        if failed is not None:
-            return f"the last audit write failed ({failed})"
         return None
