@@ -41,6 +41,9 @@ __all__ = [
 logger = logging.getLogger("localgate.audit")
 
 _MAX_BATCH = 1024
+# Rows per INSERT statement: 9 parameters each, well under SQLite's 32,766 and
+# PostgreSQL's 65,535 parameters per statement.
+_ROWS_PER_INSERT = 256
 # Read as bytes whatever type a row was altered to: a tampered row must be reported,
 # not crash the verifier.
 _BLOBS = (
@@ -237,12 +240,14 @@ class AuditStore:
             self._db.begin()
             self._db.lock_logs([record.tenant for record, _ in batch])
             frontiers: dict[str, Frontier] = {}
+            rows: list[tuple[Any, ...]] = []
             now = datetime.now(UTC)
             for record, _ in batch:
                 frontier = frontiers.get(record.tenant)
                 if frontier is None:
                     frontier = frontiers[record.tenant] = self._frontier(record.tenant)
-                receipts.append(self._append(record, frontier, now))
+                receipts.append(self._append(record, frontier, now, rows))
+            self._insert(rows)
             for tenant, frontier in frontiers.items():
                 self._db.execute(
                     "INSERT INTO audit_frontier (tenant, size, state) VALUES (?,?,?) "
@@ -271,7 +276,13 @@ class AuditStore:
         ).fetchone()
         return Frontier.from_bytes(self.hasher, row[0]) if row else Frontier(self.hasher)
 
-    def _append(self, record: PendingRecord, frontier: Frontier, now: datetime) -> Receipt:
+    def _append(
+        self,
+        record: PendingRecord,
+        frontier: Frontier,
+        now: datetime,
+        rows: list[tuple[Any, ...]],
+    ) -> Receipt:
         seq = frontier.size
         tenant = record.tenant
         header: dict[str, Any] = {
@@ -300,9 +311,7 @@ class AuditStore:
         original = self._seal(record.original, tenant, "prompt", hour, seq, header)
         raw = canonical(header)
         leaf = self.hasher.hash_leaf(raw)
-        self._db.execute(
-            "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, payload,"
-            " original, leaf_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+        rows.append(
             (
                 tenant,
                 seq,
@@ -313,10 +322,26 @@ class AuditStore:
                 payload,
                 original,
                 leaf,
-            ),
+            )
         )
         frontier.append(leaf)
         return Receipt(tenant, seq, leaf)
+
+    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert a batch's rows, many per statement.
+
+        One statement per row meant one round trip per record on PostgreSQL, and on
+        SQLite one release of the GIL per record: under CPU load each release can cost
+        the writer a whole switch interval (5 ms) before it runs again.
+        """
+        for start in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[start : start + _ROWS_PER_INSERT]
+            self._db.execute(
+                "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, "  # noqa: S608 - only placeholders are added
+                "payload, original, leaf_hash) VALUES "
+                + ",".join(["(?,?,?,?,?,?,?,?,?)"] * len(chunk)),
+                [value for row in chunk for value in row],
+            )
 
     def _seal(
         self,
