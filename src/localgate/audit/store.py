@@ -218,7 +218,10 @@ class AuditStore:
             return
         if probe.commit:
             self.last_failure = None
-        problem = self.keyring.unwrap_problem()
+        try:
+            problem = self.keyring.unwrap_problem()
+        except Exception as exc:  # noqa: BLE001 - the writer thread must live on
+            problem = f"the audit data keys could not be read ({_describe(exc)})"
         if problem is not None:
             probe.future.set_exception(StoreNotWritable(problem))
         else:
