@@ -7,7 +7,6 @@ import errno
 import os
 import sqlite3
 import threading
-import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -201,22 +200,26 @@ def test_record_outcome_returns_once_the_completion_is_on_disk(
 ) -> None:
     master = MasterKey(MasterKey.generate())
     store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
-    slow_write = store._write
-
-    def slow_disk(batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
-        time.sleep(0.2)  # a slow disk: the commit takes a while
-        slow_write(batch)
-
-    monkeypatch.setattr(store, "_write", slow_disk)
+    writer = GatedWriter(store)  # a slow disk: the commit waits until the test opens it
+    monkeypatch.setattr(store, "_write", writer.write)
     store.start()
     stage = TrailAudit(store, Spool(tmp_path / "audit.spool", master))
 
-    asyncio.run(stage.record_outcome(context("r1"), "forwarded", 200))
+    async def scenario() -> bool:
+        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        await asyncio.to_thread(writer.entered.wait, 30)
+        returned_before_commit = task.done()
+        writer.open()
+        await task
+        return returned_before_commit
+
+    returned_before_commit = asyncio.run(scenario())
     reader = store.reader()
     kept = [(r.request_id, r.kind) for r in reader.by_request("r1")]
     reader.close()
     store.close()
 
+    assert not returned_before_commit
     assert kept == [("r1", "answer")]
 
 
