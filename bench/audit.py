@@ -1,4 +1,5 @@
-"""Audit trail benchmark: records/s, the request record's latency, verify time.
+"""Audit trail benchmark: records/s, the request record's latency, verify time, and what
+awaiting the completion record costs a request.
 
     python -m bench.audit --out docs/benchmarks-audit.md [--records N] [--verify-records N]
 
@@ -31,6 +32,10 @@ from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
 
+ANSWER = (
+    '{"candidates":[{"content":{"role":"model","parts":[{"text":"尊敬的[PERSON_1]，关于订单延误，'
+    '我们深表歉意。"}]},"finishReason":"STOP"}],"usageMetadata":{"totalTokenCount":42}}'
+).encode()
 PAYLOAD = (
     '{"contents":[{"role":"user","parts":[{"text":"客户[PERSON_1]，手机[CN_MOBILE_1]，'
     '请起草一封道歉信，说明订单延误的原因并提出补偿方案。"}]}]}'
@@ -125,6 +130,86 @@ def stage_latency(folder: Path, synchronous: str, count: int) -> tuple[float, fl
     return statistics.median(times), times[int(len(times) * 0.99)]
 
 
+def answer(number: int, tenant: str = "bench") -> PendingRecord:
+    """A completion record shaped like the gateway's (the answer as payload)."""
+    return PendingRecord(
+        tenant=tenant,
+        kind="answer",
+        request_id=f"{number:016x}",
+        fields={"route": "generateContent", "outcome": "forwarded", "status": 200},
+        payload=ANSWER,
+    )
+
+
+def request_cycle(
+    store: AuditStore, count: int, in_flight: int, *, durable_answer: bool
+) -> tuple[float, float, float]:
+    """p50 and p99 (ms) of the audit stage's share of a request, and requests/s.
+
+    Each request awaits its request record, then writes its completion record: awaited
+    before the answer goes out (``durable_answer``), or submitted and not awaited (how
+    the gateway did it before). ``in_flight`` requests run at a time; the clock stops
+    once every record is on disk, so the throughput of both is comparable.
+    """
+    per_worker = count // in_flight
+
+    async def measure() -> tuple[list[float], float]:
+        times: list[float] = []
+        unawaited: list[Future[Receipt]] = []
+
+        async def worker(first: int) -> None:
+            for number in range(first, first + per_worker):
+                started = time.perf_counter()
+                await asyncio.wrap_future(store.submit(record(number)))
+                completion = store.submit(answer(number))
+                if durable_answer:
+                    await asyncio.wrap_future(completion)
+                else:
+                    unawaited.append(completion)
+                times.append((time.perf_counter() - started) * 1000)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(index * per_worker) for index in range(in_flight)))
+        for future in unawaited:
+            await asyncio.wrap_future(future)
+        return times, time.perf_counter() - started
+
+    times, elapsed = asyncio.run(measure())
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99)], len(times) / elapsed
+
+
+def completion_cost(
+    folder: Path, count: int, rounds: int, dsn: str | None = None
+) -> list[tuple[str, int, str, float, float, float]]:
+    """Today's unawaited completion beside the awaited one, alternating, in one store.
+
+    Rows: (store, in flight, mode, p50 ms, p99 ms, requests/s), the median of ``rounds``.
+    """
+    rows = []
+    name = "PostgreSQL" if dsn else "FULL"
+    store = open_store(folder, "completion", "FULL", dsn)
+    for in_flight in (1, 64):
+        results: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+        for _ in range(rounds):
+            for durable in (False, True):
+                results[durable].append(
+                    request_cycle(store, count, in_flight, durable_answer=durable)
+                )
+        for durable, measured in results.items():
+            p50 = statistics.median(m[0] for m in measured)
+            p99 = statistics.median(m[1] for m in measured)
+            rate = statistics.median(m[2] for m in measured)
+            mode = "awaited (now)" if durable else "not awaited (before)"
+            rows.append((name, in_flight, mode, p50, p99, rate))
+            print(
+                f"audit: completion {mode}, {name}, {in_flight} in flight: "
+                f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, {rate:,.0f} requests/s"
+            )
+    store.close()
+    return rows
+
+
 def verify_time(folder: Path, count: int) -> tuple[float, float]:
     """Seconds to write ``count`` records, and seconds to verify them."""
     store = open_store(folder, "verify", "NORMAL")
@@ -157,6 +242,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--latency-records", type=int, default=2_000)
     parser.add_argument("--verify-records", type=int, default=1_000_000)
+    parser.add_argument("--completion-requests", type=int, default=4_096)
+    parser.add_argument("--completion-rounds", type=int, default=3)
     parser.add_argument(
         "--postgres-dsn",
         default=os.environ.get(
@@ -164,7 +251,15 @@ def main() -> None:
         ),
         help="PostgreSQL to measure too (skipped if it does not answer)",
     )
+    parser.add_argument(
+        "--completion-only",
+        action="store_true",
+        help="measure only the completion record awaited against not awaited",
+    )
     args = parser.parse_args()
+    if args.completion_only:
+        completion_only(args)
+        return
     with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
         folder = Path(name)
         rows = []
@@ -182,12 +277,68 @@ def main() -> None:
                 print(f"audit: PostgreSQL in flight {in_flight}: {rate:,.0f} records/s")
         latency = {s: stage_latency(folder, s, args.latency_records) for s in ("FULL", "NORMAL")}
         print(f"audit: request record latency {latency}")
+        completion = completion_cost(folder, args.completion_requests, args.completion_rounds)
+        with postgres_schema(args.postgres_dsn) as dsn:
+            if dsn is not None:
+                completion += completion_cost(
+                    folder, args.completion_requests, args.completion_rounds, dsn
+                )
         written, checked = verify_time(folder, args.verify_records)
         print(
             f"audit: {args.verify_records:,} written in {written:.1f} s, "
             f"verified in {checked:.1f} s"
         )
-    args.out.write_text(report(args, rows, latency, written, checked), encoding="utf-8")
+    args.out.write_text(report(args, rows, latency, completion, written, checked), encoding="utf-8")
+    print(f"audit: wrote {args.out}")
+
+
+def completion_section(
+    args: argparse.Namespace, completion: list[tuple[str, int, str, float, float, float]]
+) -> list[str]:
+    """The Markdown section comparing the completion record awaited and not awaited."""
+    return [
+        "## Awaiting the completion record before the answer goes out",
+        "",
+        "The audit stage's share of one request: await the request record, then write the "
+        "completion record. *Not awaited* is how the gateway did it before (the answer went "
+        "out while its completion record was still queued: a `kill -9` in that window lost "
+        "it); *awaited* is how it does it now (a unary answer goes out, and a stream ends, "
+        "once its completion record is on disk). Both in one run, alternating, in the same "
+        f"store (SQLite with `synchronous: full`, or PostgreSQL); the median of "
+        f"{args.completion_rounds} rounds of {args.completion_requests:,} requests. "
+        "Requests/s counts until every record is on disk.",
+        "",
+        "| store | requests in flight | completion record | p50 ms | p99 ms | requests/s |",
+        "|---|---:|---|---:|---:|---:|",
+        *(
+            f"| {store} | {flight} | {mode} | {p50:.3f} | {p99:.3f} | {rate:,.0f} |"
+            for store, flight, mode, p50, p99, rate in completion
+        ),
+        "",
+    ]
+
+
+def completion_only(args: argparse.Namespace) -> None:
+    """Only the completion comparison, as a Markdown section in ``--out``."""
+    with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
+        folder = Path(name)
+        completion = completion_cost(folder, args.completion_requests, args.completion_rounds)
+        with postgres_schema(args.postgres_dsn) as dsn:
+            if dsn is not None:
+                completion += completion_cost(
+                    folder, args.completion_requests, args.completion_rounds, dsn
+                )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = completion_section(args, completion)
+    lines.insert(
+        2,
+        f"`python -m bench.audit --completion-only --out {args.out}` on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, localgate at {commit or 'unknown'}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end.\n",
+    )
+    args.out.write_text("\n".join(lines), encoding="utf-8")
     print(f"audit: wrote {args.out}")
 
 
@@ -195,6 +346,7 @@ def report(
     args: argparse.Namespace,
     rows: list[tuple[str, int, float]],
     latency: dict[str, tuple[float, float]],
+    completion: list[tuple[str, int, str, float, float, float]],
     written: float,
     checked: float,
 ) -> str:
@@ -243,8 +395,9 @@ def report(
         f"The gateway awaits the request record before forwarding: this is what the audit "
         f"stage adds to a request at concurrency 1 (target ≤ 1 ms at p50: "
         f"{'met' if latency['FULL'][0] <= 1 else 'missed'} with `synchronous: full`). The "
-        "completion record is not awaited.",
+        "completion record of a unary answer is awaited too (next section).",
         "",
+        *completion_section(args, completion),
         "## Verification",
         "",
         f"{args.verify_records:,} records written in {written:.1f} s; `verify` (every header, "

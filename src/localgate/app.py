@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from localgate.audit.readiness import AuditReadiness
 from localgate.audit.trail import AuditTrail
 from localgate.config import Settings
 from localgate.errors import LocalgateError
@@ -65,7 +66,7 @@ def create_app(settings: Settings) -> ASGIApp:
         for candidate in router.upstreams:
             if candidate.ready is not None:
                 logger.warning("not ready to forward: %s", candidate.ready)
-        trail = AuditTrail.open(settings) if settings.proxy.enable_audit else None
+        trail = AuditTrail.open(settings, metrics) if settings.proxy.enable_audit else None
         pipeline = Pipeline(
             identity=IdentityStage(keys),
             limits=NoLimits(),
@@ -93,7 +94,13 @@ def create_app(settings: Settings) -> ASGIApp:
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
         try:
-            yield {"services": services, "keys": keys, "router": router, "vector": vector}
+            yield {
+                "services": services,
+                "keys": keys,
+                "router": router,
+                "vector": vector,
+                "audit": trail.readiness if trail is not None else None,
+            }
         finally:
             if vector is not None:
                 await vector.close()
@@ -136,7 +143,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """The state store answers and every upstream can be used."""
+    """The stages a request needs can work: state store, audit trail, every upstream."""
     checks: dict[str, str] = {}
     keys: SqliteKeyStore = request.state.keys
     try:
@@ -144,6 +151,9 @@ async def readyz(request: Request) -> Response:
         checks["state_store"] = "ok"
     except LocalgateError as exc:
         checks["state_store"] = exc.message
+    audit: AuditReadiness | None = request.state.audit
+    if audit is not None:
+        checks["audit_trail"] = await audit.problem() or "ok"
     router: Router = request.state.router
     for upstream in router.upstreams:
         checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import sqlite3
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -10,13 +14,16 @@ import pytest
 
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import sqlite_at
-from localgate.audit.records import PendingRecord
+from localgate.audit.records import PendingRecord, parse_header
 from localgate.audit.spool import Spool
 from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore, Receipt
+from localgate.errors import ServiceUnavailable
 from localgate.frontdoor.routes import match_route
 from localgate.identity import Principal
+from localgate.observability.metrics import GatewayMetrics
 from localgate.pipeline.context import RequestContext
+from tests.conftest import wait_until
 
 
 def context(request_id: str) -> RequestContext:
@@ -79,3 +86,228 @@ def test_a_line_that_does_not_open_is_quarantined_not_blocking(tmp_path: Path) -
     assert taken == ["r1", "r2"]
     assert (tmp_path / "audit.quarantine").read_bytes() == b"dG9ybiBsaW5l\n"
     assert len(spool) == 2
+
+
+class FullDisk:
+    """The spool's disk: full (ENOSPC) until ``free``."""
+
+    def __init__(self) -> None:
+        self.full = True
+
+    def append(self, spool: Spool, line: bytes) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        Spool._append(spool, line)
+
+    def free(self) -> None:
+        self.full = False
+
+
+def refusing(record: PendingRecord) -> Future[Receipt]:
+    future: Future[Receipt] = Future()
+    future.set_exception(sqlite3.OperationalError("database or disk is full"))
+    return future
+
+
+def metric(metrics: GatewayMetrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name)
+    assert value is not None
+    return value
+
+
+def test_a_completion_written_nowhere_withholds_the_answer_and_refuses_requests_until_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    store.start()
+    spool = Spool(tmp_path / "audit.spool", master)
+    disk = FullDisk()
+    monkeypatch.setattr(spool, "_append", lambda line: disk.append(spool, line))
+    metrics = GatewayMetrics()
+    stage = TrailAudit(store, spool, metrics=metrics)
+    working = store.submit
+
+    async def scenario() -> None:
+        await stage.record_request(context("r1"))
+        monkeypatch.setattr(store, "submit", refusing)
+        with pytest.raises(ServiceUnavailable, match="withheld"):
+            await stage.record_outcome(context("r1"), "forwarded", 200)
+        assert stage.held == 1
+        assert metric(metrics, "localgate_audit_completions_unrecorded_total") == 1
+        assert metric(metrics, "localgate_audit_completions_held") == 1
+        monkeypatch.setattr(store, "submit", working)  # the database has room again ...
+        with pytest.raises(ServiceUnavailable, match="refusing requests"):
+            await stage.record_request(context("r2"))  # ... but r1's completion waits
+        assert await stage.retry_held() == 1
+        await stage.record_request(context("r2"))
+
+    asyncio.run(scenario())
+    reader = store.reader()
+    kept = [(r.request_id, parse_header(r.header or b"{}")) for r in reader.records("acme")]
+    reader.close()
+    store.close()
+
+    assert [(rid, header["kind"]) for rid, header in kept] == [
+        ("r1", "request"),
+        ("r1", "answer"),
+        ("r2", "request"),
+    ]
+    answer = kept[1][1]
+    assert answer["outcome"] == "withheld: audit trail unavailable"
+    assert answer["status"] == 503
+    assert (answer["answer_outcome"], answer["answer_status"]) == ("forwarded", 200)
+    assert metric(metrics, "localgate_audit_completions_held") == 0
+    assert not spool.path.exists()
+
+
+def test_a_stream_completion_written_nowhere_is_held_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    store.start()
+    spool = Spool(tmp_path / "audit.spool", master)
+    disk = FullDisk()
+    monkeypatch.setattr(spool, "_append", lambda line: disk.append(spool, line))
+    stage = TrailAudit(store, spool)
+    working = store.submit
+
+    async def scenario() -> int:
+        monkeypatch.setattr(store, "submit", refusing)
+        # Every event has gone out already: nothing to withhold, nothing raised.
+        await stage.record_outcome(context("s1"), "forwarded", 200, answer_sent=True)
+        assert stage.held == 1
+        disk.free()  # the spool's disk has room before the database does
+        written = await stage.retry_held()
+        assert stage.held == 0
+        monkeypatch.setattr(store, "submit", working)
+        return written + await stage.retry_spooled()
+
+    assert asyncio.run(scenario()) == 2
+    reader = store.reader()
+    kept = [parse_header(r.header or b"{}") for r in reader.records("acme")]
+    reader.close()
+    store.close()
+
+    assert [(h["request_id"], h["outcome"], h["status"]) for h in kept] == [
+        ("s1", "forwarded", 200)
+    ]
+
+
+def test_record_outcome_returns_once_the_completion_is_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    writer = GatedWriter(store)  # a slow disk: the commit waits until the test opens it
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+    stage = TrailAudit(store, Spool(tmp_path / "audit.spool", master))
+
+    async def scenario() -> bool:
+        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        await asyncio.to_thread(writer.entered.wait, 30)
+        returned_before_commit = task.done()
+        writer.open()
+        await task
+        return returned_before_commit
+
+    returned_before_commit = asyncio.run(scenario())
+    reader = store.reader()
+    kept = [(r.request_id, r.kind) for r in reader.by_request("r1")]
+    reader.close()
+    store.close()
+
+    assert not returned_before_commit
+    assert kept == [("r1", "answer")]
+
+
+def test_a_torn_spool_append_on_a_full_disk_leaves_no_partial_line(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "audit.spool", MasterKey(MasterKey.generate()))
+    spool.add(PendingRecord("acme", "answer", "r1", {}))
+    before = spool.path.read_bytes()
+    real_write = os.write
+
+    def short_write(descriptor: int, data: bytes) -> int:
+        return real_write(descriptor, data[: len(data) // 2])  # the disk filled mid-line
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("localgate.audit.spool.os.write", short_write)
+        with pytest.raises(OSError, match="short write"):
+            spool.add(PendingRecord("acme", "answer", "r2", {}))
+
+    assert spool.path.read_bytes() == before
+    assert [record.request_id for record in spool.take()] == ["r1"]
+
+
+class GatedWriter:
+    """Holds the store's writer inside its first batch until ``open``."""
+
+    def __init__(self, store: AuditStore) -> None:
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        self._write = store._write
+
+    def write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+        self.entered.set()
+        self._gate.wait(timeout=30)
+        self._write(batch)
+
+    def open(self) -> None:
+        self._gate.set()
+
+
+def test_a_cancelled_request_still_gets_its_completion_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    writer = GatedWriter(store)
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+    stage = TrailAudit(store, Spool(tmp_path / "audit.spool", master))
+
+    def answers() -> list[str]:
+        reader = store.reader()
+        try:
+            return [r.request_id for r in reader.records("acme") if r.kind == "answer"]
+        finally:
+            reader.close()
+
+    async def scenario() -> None:
+        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        await asyncio.to_thread(writer.entered.wait, 30)
+        task.cancel()  # the server shuts down while the record is being written
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        writer.open()
+        await asyncio.to_thread(wait_until, lambda: answers() == ["r1"])
+
+    asyncio.run(scenario())
+    store.close()
+
+
+def test_a_waiter_that_gave_up_does_not_stop_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = MasterKey(MasterKey.generate())
+    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    writer = GatedWriter(store)
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+
+    first = store.submit(PendingRecord("acme", "request", "r1", {}))
+    assert writer.entered.wait(timeout=30)
+    abandoned = store.submit(PendingRecord("acme", "request", "r2", {}))
+    assert abandoned.cancel()  # its request was cancelled while the record waited
+    writer.open()
+    later = store.submit(PendingRecord("acme", "request", "r3", {})).result(timeout=30)
+    reader = store.reader()
+    kept = [r.request_id for r in reader.records("acme")]
+    reader.close()
+    store.close()
+
+    assert first.result(timeout=1).seq == 0
+    assert later.seq == 2
+    assert kept == ["r1", "r2", "r3"]  # asked for, so written, even if nobody waits

@@ -555,7 +555,7 @@ def test_readyz_when_ready(gateway: RunningGateway) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "status": "ready",
-        "checks": {"state_store": "ok", "upstream:gemini": "ok"},
+        "checks": {"state_store": "ok", "audit_trail": "ok", "upstream:gemini": "ok"},
     }
 
 

@@ -74,6 +74,31 @@ class Keyring:
         self._by_id[key_id] = key
         return key
 
+    def unwrap_problem(self) -> str | None:
+        """None if the master key opens the stored data keys, else which it cannot open.
+
+        One key per wrapping master key is tried (``rotate-key`` rewraps them all, so
+        normally there is one): a replica started with another master key would refuse
+        every request whose period already has a key.
+        """
+        rows = self._db.execute(
+            "SELECT master_key_id, MIN(key_id) FROM audit_keys WHERE wrapped IS NOT NULL "
+            "GROUP BY master_key_id ORDER BY master_key_id"
+        ).fetchall()
+        for master_key_id, key_id in rows:
+            wrapped = self._db.execute(
+                "SELECT wrapped FROM audit_keys WHERE key_id=?", (key_id,)
+            ).fetchone()[0]
+            try:
+                self._master.unwrap(wrapped, key_id)
+            except DecryptionError:
+                return (
+                    f"the audit master key (id {self._master.key_id}) cannot unwrap the data "
+                    f"keys wrapped by master key {master_key_id} (data key {key_id}); start "
+                    "the gateway with that master key"
+                )
+        return None
+
     def forget(self) -> None:
         """Drop cached keys (after destroying some)."""
         self._cache.clear()

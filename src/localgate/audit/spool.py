@@ -2,12 +2,16 @@
 
 A completion record is never dropped: if the store refuses it, it is appended to a
 spool file (each line sealed with the master key, so nothing is in clear on disk) and
-retried in order until the store takes it.
+retried in order until the store takes it. If the spool cannot be written either (the
+disk is full), the audit stage holds the record in memory and the gateway refuses
+requests until it is written (``stage.py``).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import os
 import threading
 from dataclasses import asdict
@@ -40,12 +44,29 @@ class Spool:
             fields[name] = base64.b64encode(value).decode() if value is not None else None
         sealed = self._master.wrap(orjson.dumps(fields), _LABEL)
         with self._lock:
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._append(base64.b64encode(sealed) + b"\n")
+
+    def _append(self, line: bytes) -> None:
+        """Append one line and fsync it; ``OSError`` (ENOSPC, EIO, ...) if the disk refuses.
+
+        A short write (the disk filled up mid-line) is cut off again, so a line is in
+        the spool whole or not at all.
+        """
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            size = os.fstat(descriptor).st_size
             try:
-                os.write(descriptor, base64.b64encode(sealed) + b"\n")
+                written = os.write(descriptor, line)
+                if written != len(line):
+                    raise OSError(errno.ENOSPC, "short write to the audit spool")
                 os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
+            except OSError:
+                # If even this fails, take() quarantines the torn line later.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(descriptor, size)
+                raise
+        finally:
+            os.close(descriptor)
 
     def take(self) -> list[PendingRecord]:
         """Everything spooled, oldest first (the file stays until ``clear``).

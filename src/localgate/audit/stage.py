@@ -6,16 +6,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
-from localgate.audit.store import AuditStore, Receipt
+from localgate.audit.store import AuditStore
 from localgate.errors import ServiceUnavailable
 from localgate.framing import dump_json
+from localgate.observability.metrics import GatewayMetrics
 from localgate.pipeline.context import RequestContext
 
 __all__ = ["TrailAudit"]
@@ -25,15 +26,41 @@ _RETRY_SECONDS = 2.0
 
 
 class TrailAudit:
-    """Writes each request's records to the tenant's tamper-evident log."""
+    """Writes each request's records to the tenant's tamper-evident log.
+
+    A completion record is durable before the answer it describes goes out: in the
+    store, else in the spool. One that can be written to neither is held in memory and
+    retried; until it is written, the answer it describes is withheld (503) if it has
+    not gone out yet, and every new request is refused (fail closed).
+    """
 
     keeps_answers = True
 
-    def __init__(self, store: AuditStore, spool: Spool, *, store_original: bool = False) -> None:
+    def __init__(
+        self,
+        store: AuditStore,
+        spool: Spool,
+        *,
+        store_original: bool = False,
+        metrics: GatewayMetrics | None = None,
+        retry_s: float = _RETRY_SECONDS,
+    ) -> None:
         self._store = store
         self._spool = spool
         self._store_original = store_original
+        self._metrics = metrics
+        self._retry_s = retry_s
         self._retry_task: asyncio.Task[None] | None = None
+        # Completion records written nowhere yet, oldest first (only the event loop's
+        # thread touches this list).
+        self._held: list[PendingRecord] = []
+        if metrics is not None:
+            metrics.audit_completions_held.set_function(lambda: len(self._held))
+
+    @property
+    def held(self) -> int:
+        """Completion records that neither the store nor the spool has taken yet."""
+        return len(self._held)
 
     async def start(self) -> None:
         """Begin retrying anything left in the spool by an earlier run."""
@@ -45,9 +72,21 @@ class TrailAudit:
             self._retry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry_task
+        if self._held:
+            # Last chance: the store is still open; the spool survives the restart.
+            await self.retry_held()
+            for record in self._held:
+                logger.error("audit completion for %s lost at shutdown", record.request_id)
 
     async def record_request(self, ctx: RequestContext) -> None:
         """Write the request record durably; refuse the request (503) if that fails."""
+        if self._held:
+            raise ServiceUnavailable(
+                "The gateway is refusing requests because the audit trail could not record "
+                f"how {len(self._held)} earlier request(s) ended (the audit database and its "
+                "spool could not be written). Try again later; if it persists, tell the "
+                "gateway operator."
+            )
         # The very bytes the upstream adapter sends (dump_json escapes U+2028/2029).
         sent = dump_json(ctx.body)
         texts = [text.encode() for text in ctx.original_texts]
@@ -74,8 +113,15 @@ class TrailAudit:
             ) from exc
         ctx.audited = True
 
-    async def record_outcome(self, ctx: RequestContext, outcome: str, status: int) -> None:
-        """Write the completion record; if the store refuses it, spool it for later."""
+    async def record_outcome(
+        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+    ) -> None:
+        """Write the completion record durably (store, else spool) before returning.
+
+        If it can be written nowhere, it is held and retried; and unless the answer has
+        already gone out (``answer_sent``: a stream's last event), the answer is withheld:
+        ``ServiceUnavailable`` is raised and the held record says so.
+        """
         fields: dict[str, Any] = {
             **_request_fields(ctx),
             "outcome": outcome,
@@ -102,32 +148,81 @@ class TrailAudit:
             fields=fields,
             payload=answer,
         )
-        # Not awaited: the client need not wait for it. If the store refuses it, it goes
-        # to the spool (from the writer thread) and is retried; it is never dropped.
-        self._store.submit(record).add_done_callback(
-            lambda future: self._spool_if_failed(future, record)
-        )
+        # Shielded: if this request's task is cancelled (shutdown), the record still goes
+        # to the store, the spool or the held list.
+        recorded = await asyncio.shield(self._write_completion(record, answer_sent=answer_sent))
+        if not recorded and not answer_sent:
+            raise ServiceUnavailable(
+                "The answer was withheld because the audit trail could not record it "
+                f"(request id {ctx.request_id}). Try again later; if it persists, tell the "
+                "gateway operator."
+            )
 
-    def _spool_if_failed(self, future: Future[Receipt], record: PendingRecord) -> None:
-        if future.exception() is None:
-            return
-        logger.error("audit completion for %s spooled for retry", record.request_id)
+    async def _write_completion(self, record: PendingRecord, *, answer_sent: bool) -> bool:
+        """Store, else spool, else hold ``record``; whether it is durable now."""
         try:
-            self._spool.add(record)
+            await asyncio.wrap_future(self._store.submit(record))
+        except Exception as exc:  # noqa: BLE001 - the spool is next
+            logger.error(
+                "audit completion for %s refused by the store: %s",
+                record.request_id,
+                type(exc).__name__,
+            )
+        else:
+            return True
+        if await self._spool_record(record):
+            return True
+        if not answer_sent:
+            record = _withheld(record)
+        self._held.append(record)
+        if self._metrics is not None:
+            self._metrics.audit_completions_unrecorded.inc()
+        logger.error(
+            "audit completion for %s could not be written anywhere; held in memory and "
+            "refusing new requests until it is",
+            record.request_id,
+        )
+        return False
+
+    async def _spool_record(self, record: PendingRecord) -> bool:
+        try:
+            await asyncio.to_thread(self._spool.add, record)
         except OSError:
             logger.exception("audit completion for %s could not be spooled", record.request_id)
+            return False
+        if self._metrics is not None:
+            self._metrics.audit_completions_spooled.inc()
+        logger.error("audit completion for %s spooled for retry", record.request_id)
+        return True
 
     async def _retry_forever(self) -> None:
         while True:
-            await asyncio.sleep(_RETRY_SECONDS)
+            await asyncio.sleep(self._retry_s)
             try:
+                await self.retry_held()
                 await self.retry_spooled()
             except Exception:
                 logger.exception("audit: retrying spooled records failed")
 
+    async def retry_held(self) -> int:
+        """Write held completion records (store, else spool), oldest first; how many went."""
+        written = 0
+        while self._held:
+            record = self._held[0]
+            try:
+                await asyncio.wrap_future(self._store.submit(record))
+            except Exception:  # noqa: BLE001 - try the spool, then keep holding it
+                if not await self._spool_record(record):
+                    break
+            self._held.pop(0)
+            written += 1
+        if written:
+            logger.warning("audit: %d held completion record(s) written", written)
+        return written
+
     async def retry_spooled(self) -> int:
         """Write spooled records in order; returns how many went in."""
-        pending = self._spool.take()
+        pending = await asyncio.to_thread(self._spool.take)
         written = 0
         for record in pending:
             try:
@@ -136,8 +231,20 @@ class TrailAudit:
                 break
             written += 1
         if written:
-            self._spool.clear(written)
+            await asyncio.to_thread(self._spool.clear, written)
         return written
+
+
+def _withheld(record: PendingRecord) -> PendingRecord:
+    """The completion record of an answer the gateway withholds: the client gets a 503."""
+    fields = {
+        **record.fields,
+        "outcome": "withheld: audit trail unavailable",
+        "status": 503,
+        "answer_outcome": record.fields["outcome"],
+        "answer_status": record.fields["status"],
+    }
+    return replace(record, fields=fields)
 
 
 def _tenant(ctx: RequestContext) -> str:

@@ -15,11 +15,13 @@ from localgate.audit.checkpoint import CheckpointSigner, load_signer, write_key_
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
 from localgate.audit.database import Database, PostgresDatabase, sqlite_at
+from localgate.audit.readiness import AuditReadiness
 from localgate.audit.retention import purge_expired, shred_expired
 from localgate.audit.spool import Spool
 from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore
 from localgate.config import ENV_AUDIT_MASTER_KEY, AuditSettings, Settings
+from localgate.observability.metrics import GatewayMetrics
 
 __all__ = ["AuditTrail", "database", "master_key", "signer"]
 
@@ -65,11 +67,12 @@ class AuditTrail:
     interval_s: float
     retention: AuditSettings
     signer: CheckpointSigner | None = None
+    readiness: AuditReadiness | None = None
     _task: asyncio.Task[None] | None = None
     _shredder: asyncio.Task[None] | None = None
 
     @classmethod
-    def open(cls, settings: Settings) -> AuditTrail:
+    def open(cls, settings: Settings, metrics: GatewayMetrics | None = None) -> AuditTrail:
         """Open the store (creating keys on first use, in the data directory)."""
         master = master_key(settings, create=True)
         store = AuditStore(
@@ -80,7 +83,9 @@ class AuditTrail:
             synchronous=settings.audit.synchronous.upper(),
         )
         spool = Spool(_spool_path(settings), master)
-        stage = TrailAudit(store, spool, store_original=settings.audit.store_original_prompt)
+        stage = TrailAudit(
+            store, spool, store_original=settings.audit.store_original_prompt, metrics=metrics
+        )
         checkpointer = None
         key = None
         if settings.audit.sign_checkpoints:
@@ -100,7 +105,13 @@ class AuditTrail:
                     settings.audit.checkpoint_export_dir,
                 )
         return cls(
-            store, stage, checkpointer, settings.audit.checkpoint_interval_s, settings.audit, key
+            store,
+            stage,
+            checkpointer,
+            settings.audit.checkpoint_interval_s,
+            settings.audit,
+            key,
+            AuditReadiness(store, stage),
         )
 
     async def start(self) -> None:

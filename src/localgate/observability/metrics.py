@@ -83,6 +83,25 @@ class GatewayMetrics:
             "Retrieved passages added to requests as context.",
             registry=self.registry,
         )
+        self.audit_completions_spooled = Counter(
+            "localgate_audit_completions_spooled",
+            "Completion records the audit store refused, written to the encrypted spool "
+            "file instead (retried into the store).",
+            registry=self.registry,
+        )
+        self.audit_completions_unrecorded = Counter(
+            "localgate_audit_completions_unrecorded",
+            "Completion records that neither the audit store nor its spool could take "
+            "(disk full, database unwritable). Each is held in memory and retried; until "
+            "it is written, /readyz is not ready and new requests are refused.",
+            registry=self.registry,
+        )
+        self.audit_completions_held = Gauge(
+            "localgate_audit_completions_held",
+            "Completion records held in memory now, written neither to the audit store "
+            "nor its spool (non-zero: the gateway refuses requests).",
+            registry=self.registry,
+        )
         self._models: set[str] = set()
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}

@@ -118,6 +118,7 @@ class Pipeline:
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         _observe(ctx, reply.body)
+        # Durable before the answer goes out (raises, withholding it, if it cannot be).
         await self.audit.record_outcome(ctx, outcome, 200)
         permit.release()
         if outcome == "forwarded":
@@ -184,6 +185,7 @@ class _AnswerStream:
         self._success = outcome
         self._outcome = "client disconnected"
         self._status = 499
+        self._recorded = False
 
     def reply(self) -> StreamReply:
         """The stream as the front door sees it."""
@@ -200,14 +202,29 @@ class _AnswerStream:
                 yield event
         except LocalgateError as exc:
             self._outcome, self._status = "upstream error", exc.code
+            # Before the error event and the end of the response go out.
+            await self._record()
             raise
         self._outcome, self._status = self._success, 200
         if self._success == "forwarded":
             self._pipeline.cache.complete(self._ctx)
+        # Every event has gone out, but not the end of the response: a client that saw
+        # the stream end (the closing chunk, the closing ``]``) has its completion on disk.
+        await self._record()
+
+    async def _record(self) -> None:
+        """The completion record, once: at the end of the events, else at close."""
+        if self._recorded:
+            return
+        self._recorded = True
+        # The events have gone out: if it cannot be written, there is nothing to hold back.
+        await self._pipeline.audit.record_outcome(
+            self._ctx, self._outcome, self._status, answer_sent=True
+        )
 
     async def _close(self) -> None:
         try:
             await self._upstream.close()
         finally:
             self._permit.release()
-            await self._pipeline.audit.record_outcome(self._ctx, self._outcome, self._status)
+            await self._record()

@@ -121,8 +121,12 @@ class AuditStage(Protocol):
         """Write the request record; raise to refuse the request if it cannot be written."""
         ...
 
-    async def record_outcome(self, ctx: RequestContext, outcome: str, status: int) -> None:
-        """Write the completion record: forwarded, blocked, from cache, error, disconnected."""
+    async def record_outcome(
+        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+    ) -> None:
+        """Write the completion record durably: forwarded, blocked, from cache, error,
+        disconnected. If it cannot be, raise to withhold the answer, unless it has already
+        been sent (``answer_sent``: a stream's last event)."""
         ...
 
 
@@ -171,5 +175,7 @@ class NoAudit:
     async def record_request(self, ctx: RequestContext) -> None:
         """Nothing to write."""
 
-    async def record_outcome(self, ctx: RequestContext, outcome: str, status: int) -> None:
+    async def record_outcome(
+        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+    ) -> None:
         """Nothing to write."""
