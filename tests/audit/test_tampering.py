@@ -210,6 +210,18 @@ def test_an_untouched_trail_verifies_against_its_anchor(trail: Trail) -> None:
     assert f"globex: OK ({SIGNED + TAIL} records, 1 checkpoints)" in result.output
 
 
+def test_verify_lists_every_request_without_a_completion_record(trail: Trail) -> None:
+    # A request record with no answer after it: in flight, or cut off by a crash.
+    trail.append("acme", range(SIGNED + TAIL, SIGNED + TAIL + 5, 2))
+
+    result = trail.cli("verify")
+
+    ok(result)
+    assert "3 request(s) without a completion record:" in result.output
+    for number in (7, 8, 9):
+        assert f"    acme-{number}\n" in result.output
+
+
 # -- the writer's head: its size and its hashes ---------------------------------------------
 
 

@@ -131,10 +131,11 @@ def verify(
                 f"{report.tenant}: OK ({report.records} records, {report.checkpoints} checkpoints)"
             )
             if report.unanswered:
-                click.echo(
-                    f"  {len(report.unanswered)} request(s) without a completion record, "
-                    f"first {report.unanswered[0]}"
-                )
+                # Each one: a request in flight now, or one whose answer a crash cut off
+                # (docs/audit.md, Durability, says which window that can be).
+                click.echo(f"  {len(report.unanswered)} request(s) without a completion record:")
+                for request_id in report.unanswered:
+                    click.echo(f"    {request_id}")
         else:
             failed = True
             click.echo(f"{report.tenant}: FAILED: {report.problem}")
