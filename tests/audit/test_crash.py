@@ -20,7 +20,7 @@ from localgate.audit.database import SqliteDatabase
 from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.testing import FakeGemini
-from tests.conftest import wait_until
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 
@@ -39,11 +39,11 @@ def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
 
     def ready() -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
         except httpx.TransportError:
             return process.poll() is not None
 
-    wait_until(ready, timeout=30)
+    wait_until(ready)
     assert process.poll() is None, log.read_text()
     return process
 
@@ -69,7 +69,8 @@ def test_kill_9_under_load_loses_no_acknowledged_request(
     stop = threading.Event()
 
     def load() -> None:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+        base_url = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base_url, timeout=INFRASTRUCTURE_TIMEOUT_S) as client:
             while not stop.is_set():
                 try:
                     response = client.post(
@@ -85,16 +86,16 @@ def test_kill_9_under_load_loses_no_acknowledged_request(
     workers = [threading.Thread(target=load) for _ in range(4)]
     for worker in workers:
         worker.start()
-    wait_until(lambda: len(acknowledged) >= 200, timeout=60)
+    wait_until(lambda: len(acknowledged) >= 200)
     gateway.send_signal(signal.SIGKILL)
-    gateway.wait(timeout=10)
+    gateway.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
     stop.set()
     for worker in workers:
-        worker.join(timeout=10)
+        worker.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
     restarted = start(env, port, tmp_path / "gateway.log")
     restarted.send_signal(signal.SIGTERM)  # a clean stop signs a checkpoint
-    restarted.wait(timeout=30)
+    restarted.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
     reader = AuditReader(SqliteDatabase(data / "audit.db"))
     recorded = {r.request_id for r in reader.records("acme") if r.kind == "request"}
