@@ -35,6 +35,10 @@ UPSTREAM_KEY = "upstream-secret-AIzaFAKE"
 # takes to fail. Tests of a timeout itself configure a short one against something that
 # never answers (a hanging fake upstream, a socket that is never read).
 INFRASTRUCTURE_TIMEOUT_S = 60.0
+# Starting a server can take longer still: a gateway configured with a sentence-transformers
+# model imports torch and loads the model in its lifespan (~25 s on a busy 2-CPU machine,
+# over 60 s with a CPU stress test beside it).
+STARTUP_TIMEOUT_S = 180.0
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = INFRASTRUCTURE_TIMEOUT_S) -> None:
@@ -153,7 +157,7 @@ def run_gateway(
     )
     thread = threading.Thread(target=server.run, name="localgate", daemon=True)
     thread.start()
-    wait_until(lambda: server.started or not thread.is_alive())
+    wait_until(lambda: server.started or not thread.is_alive(), timeout=STARTUP_TIMEOUT_S)
     if not server.started:
         raise RuntimeError("localgate did not start")
     port = server.servers[0].sockets[0].getsockname()[1]
@@ -223,7 +227,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             return False
 
     try:
-        wait_until(up)
+        wait_until(up, timeout=STARTUP_TIMEOUT_S)
         yield url
     finally:
         process.terminate()

@@ -20,7 +20,7 @@ from localgate.audit.database import SqliteDatabase
 from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.testing import FakeGemini
-from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 
@@ -43,7 +43,7 @@ def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
         except httpx.TransportError:
             return process.poll() is not None
 
-    wait_until(ready)
+    wait_until(ready, timeout=STARTUP_TIMEOUT_S)
     assert process.poll() is None, log.read_text()
     return process
 
