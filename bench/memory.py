@@ -67,7 +67,8 @@ class Verdict:
     @property
     def flat(self) -> bool:
         """No sample after the warm-up is more than ``tolerance`` above its end."""
-        return self.samples_after_warmup >= 2 and self.peak_growth <= self.tolerance
+        limit = self.baseline.total_kib * (1 + self.tolerance)
+        return self.samples_after_warmup >= 2 and self.peak.total_kib <= limit
 
 
 def judge(
