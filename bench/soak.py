@@ -41,11 +41,17 @@ from bench.servers import (
 )
 from bench.wrk import WrkError, WrkResult, lua_script, lua_string, run_wrk, wrk_command
 
-__all__ = ["main", "soak_script"]
+__all__ = ["main", "render_report", "soak_script", "thinned"]
 
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM_KEY = "bench-upstream-key"  # the fake upstream accepts any key
 READY_DEADLINE_S = 60.0
+DEFAULT_BATCH_S = 15
+DEFAULT_CONNECTIONS = 64
+DEFAULT_MAX_MINUTES = 30.0
+# The report's sample table is thinned to about this many rows (the warm-up's end, the
+# highest sample and the last are always shown).
+_TABLE_ROWS = 40
 _CREDENTIAL_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _FLASH = "/v1beta/models/gemini-2.5-flash"
 _PRO = "/v1beta/models/gemini-2.5-pro"
@@ -345,6 +351,7 @@ def render_report(
         f"the {options.requests:,} requests asked for: the verdict covers only those."
     )
     holds = "yes" if verdict.flat else "**no**"
+    shown = thinned(batches, verdict)
     out = [
         "# Soak benchmark: resident memory under sustained load",
         "",
@@ -386,14 +393,40 @@ def render_report(
         "",
         "## Samples",
         "",
+        _table_note(len(batches), shown),
+        "",
         "| requests | minutes | batch req/s | gateway RSS MiB | children RSS MiB | "
         "total MiB | vs. warm-up end |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         _sample_row(idle, None, verdict),
     ]
-    out += [_sample_row(batch.sample, batch.wrk.rps, verdict) for batch in batches]
+    out += [_sample_row(batch.sample, batch.wrk.rps, verdict) for batch in shown]
     out.append("")
     return "\n".join(out)
+
+
+def thinned(batches: Sequence[Batch], verdict: Verdict, rows: int = _TABLE_ROWS) -> list[Batch]:
+    """About ``rows`` of ``batches`` evenly spread, always with the warm-up's end, the
+    highest sample after it and the last."""
+    if len(batches) <= rows:
+        return list(batches)
+    step = -(-len(batches) // rows)  # ceiling division
+    keep = set(range(0, len(batches), step)) | {len(batches) - 1}
+    keep |= {
+        index
+        for index, batch in enumerate(batches)
+        if batch.sample in (verdict.baseline, verdict.peak)
+    }
+    return [batches[index] for index in sorted(keep)]
+
+
+def _table_note(batches: int, shown: Sequence[Batch]) -> str:
+    if len(shown) == batches:
+        return f"The sample before the first request, then one after each of the {batches} batches."
+    return (
+        f"The sample before the first request, then {len(shown)} of the {batches} taken after "
+        "each batch: evenly spread, with the warm-up's end, the highest and the last."
+    )
 
 
 def _extrapolation(verdict: Verdict) -> str:
@@ -420,8 +453,21 @@ def _sample_row(sample: MemorySample, rps: float | None, verdict: Verdict) -> st
 
 
 def _command(options: SoakOptions) -> str:
-    config = f" --config {options.config}" if options.config else ""
-    return f"python -m bench.soak{config} --requests {options.requests} --out {options.out}"
+    """The command line that makes this report (options at their defaults left out)."""
+    words = ["python -m bench.soak"]
+    if options.config:
+        words.append(f"--config {options.config}")
+    words.append(f"--requests {options.requests}")
+    if options.warmup != options.requests // 5:
+        words.append(f"--warmup {options.warmup}")
+    if options.batch_s != DEFAULT_BATCH_S:
+        words.append(f"--batch {options.batch_s}")
+    if options.connections != DEFAULT_CONNECTIONS:
+        words.append(f"--connections {options.connections}")
+    if options.max_minutes != DEFAULT_MAX_MINUTES:
+        words.append(f"--max-minutes {options.max_minutes:g}")
+    words.append(f"--out {options.out}")
+    return " ".join(words)
 
 
 def _parse_args(argv: Sequence[str] | None) -> SoakOptions:
@@ -439,13 +485,24 @@ def _parse_args(argv: Sequence[str] | None) -> SoakOptions:
         default=None,
         help="requests before the memory is expected to be flat (default: a fifth)",
     )
-    parser.add_argument("--batch", type=int, default=15, help="seconds per batch (default 15)")
-    parser.add_argument("--connections", type=int, default=64, help="wrk connections (default 64)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH_S,
+        help=f"seconds per batch (default {DEFAULT_BATCH_S})",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=DEFAULT_CONNECTIONS,
+        help=f"wrk connections (default {DEFAULT_CONNECTIONS})",
+    )
     parser.add_argument(
         "--max-minutes",
         type=float,
-        default=30.0,
-        help="stop after this long even if fewer requests were sent (default 30)",
+        default=DEFAULT_MAX_MINUTES,
+        help="stop after this long even if fewer requests were sent "
+        f"(default {DEFAULT_MAX_MINUTES:g})",
     )
     parser.add_argument(
         "--config",
