@@ -382,14 +382,14 @@ def render_report(
         "",
         "## Reading",
         "",
-        f"Before the first request the gateway held {_mib(idle.total_kib)} MiB. During the "
-        f"warm-up it grew to {_mib(verdict.baseline.total_kib)} MiB: the allocator's arenas "
-        "reach their working size for the number of requests in flight, connection pools "
-        "and bounded caches fill. After the warm-up, a straight line through the "
-        f"{verdict.samples_after_warmup} samples rises by "
-        f"{verdict.slope_kib_per_100k / 1024:+.2f} MiB per 100,000 requests"
+        f"Before the first request the gateway held {_mib(idle.total_kib)} MiB; by the end "
+        f"of the warm-up, {_mib(verdict.baseline.total_kib)} MiB (what that is: below). After "
+        f"the warm-up, a straight line through the {verdict.samples_after_warmup} samples "
+        f"rises by {verdict.slope_kib_per_100k / 1024:+.2f} MiB per 100,000 requests"
         + _extrapolation(verdict)
         + ".",
+        "",
+        *_WHAT_GROWS,
         "",
         "## Samples",
         "",
@@ -427,6 +427,41 @@ def _table_note(batches: int, shown: Sequence[Batch]) -> str:
         f"The sample before the first request, then {len(shown)} of the {batches} taken after "
         "each batch: evenly spread, with the warm-up's end, the highest and the last."
     )
+
+
+# Found by the investigation of the issue's "~4.7 MB more per 60,000 requests"; stays true
+# while these parts of the gateway work as they did then. Re-check when they change.
+_WHAT_GROWS = (
+    "## What grows during the warm-up, and why it stops",
+    "",
+    "Investigated on 2026-12-01 (localgate's source as at 5c9d67c) with this benchmark's load against a "
+    "gateway that, on a signal, recorded Python's object counts by type (`gc.get_objects()` "
+    "after `gc.unfreeze()`, since the gateway freezes its start-up objects), every container "
+    "of 200 items or more, `sys.getallocatedblocks()`, glibc's `malloc_stats()` and "
+    "`/proc/PID/smaps` per mapping, at 10,000, 40,000, 70,000 and 100,000 requests:",
+    "",
+    "- **jieba's dictionary, once.** The first request with Chinese text imports `rjieba` and "
+    "loads its dictionary: +33 MiB on import, +7 MiB on the first segmentation. That is most "
+    "of the first batch's jump; a process pays it once.",
+    "- **Python's own objects do not grow.** Allocated blocks: 471,521 at 10,000 requests, "
+    "468,329 at 40,000. No container held more than 1,500 items at any point; the only "
+    "types whose counts changed are those of requests in flight (loop handles, parser "
+    "messages, futures).",
+    "- **The C heap settles.** What still grows after the first batch (about 7 MiB up to "
+    "40,000 requests, then about 2 MiB more up to 100,000) is glibc's heap: its arenas, one per "
+    "thread that allocates (the event loop, the audit writer, the default executor's "
+    "threads, started as they are first needed), reach what their busiest moment needed, and "
+    "glibc keeps freed memory for reuse. Its bytes in use stayed at 71.5–72.1 MB; the growth "
+    "in `smaps` is in those arenas' mappings.",
+    "- **Bounded by design:** the metrics' model labels (100, then `other`) and label "
+    "spellings (10,000), `match_route`'s LRU cache (1,024 paths), the upstream URLs kept, "
+    "the key cache (existing keys only: unknown key ids are not remembered), SQLite's page "
+    "cache per connection (2 MB by default), the audit trail's Merkle frontier (one per "
+    "tenant, a hash per level).",
+    "",
+    "So the growth the issue saw is this warm-up, not a leak; the table below shows whether "
+    "it stays so over the whole run.",
+)
 
 
 def _extrapolation(verdict: Verdict) -> str:
