@@ -3,9 +3,9 @@
 Starts the fake Gemini upstream and localgate (its built-in defaults unless ``--config``:
 redaction and the audit trail on) on free loopback ports, pinned like ``bench.run``
 pins them, and sends ``--requests`` requests with wrk in batches of ``--batch`` seconds.
-Every request differs from the one before (a running number inside a name, a mobile
-number and an e-mail address the redactor replaces and restores), across two models,
-unary and streamed, so nothing is served from one warm path. After each batch it reads
+Every request differs from the one before (a running number in a mobile number, an
+e-mail address or a question; the redactor replaces the first two and the answer path
+restores them), across two models, unary and streamed. After each batch it reads
 the gateway's resident memory (and its child processes', e.g. the embedded vector
 store's) from ``/proc``, then judges: after the first ``--warmup`` requests, does it
 stay within 10% of where it was? The run is bounded: it stops after ``--max-minutes``
@@ -139,11 +139,18 @@ def _run(options: SoakOptions) -> int:
         soak = Soak(Path(tmp), options, machine)
         batches, idle = soak.run()
     samples = [idle, *(batch.sample for batch in batches)]
-    verdict = judge(samples, options.warmup)
+    try:
+        verdict = judge(samples, options.warmup)
+    except ValueError as exc:
+        raise BenchError(f"cannot judge the run: {exc}") from exc
     report = render_report(
-        options=options, machine=machine, when=started, batches=batches, idle=idle,
+        options=options,
+        machine=machine,
+        when=started,
+        batches=batches,
+        idle=idle,
         verdict=verdict,
-    )  # fmt: skip
+    )
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(report, encoding="utf-8")
     print(f"bench: wrote {options.out}", file=sys.stderr)
@@ -434,33 +441,36 @@ def _table_note(batches: int, shown: Sequence[Batch]) -> str:
 _WHAT_GROWS = (
     "## What grows during the warm-up, and why it stops",
     "",
-    "Investigated on 2026-12-01 (localgate's source as at 5c9d67c) with this benchmark's load against a "
-    "gateway that, on a signal, recorded Python's object counts by type (`gc.get_objects()` "
-    "after `gc.unfreeze()`, since the gateway freezes its start-up objects), every container "
-    "of 200 items or more, `sys.getallocatedblocks()`, glibc's `malloc_stats()` and "
-    "`/proc/PID/smaps` per mapping, at 10,000, 40,000, 70,000 and 100,000 requests:",
+    "Investigated on 2026-12-01 (localgate's source as at 5c9d67c) with this benchmark's "
+    "load against a gateway that, on a signal, recorded Python's object counts by type "
+    "(`gc.get_objects()` after `gc.unfreeze()`, since the gateway freezes its start-up "
+    "objects), every container of 200 items or more, `sys.getallocatedblocks()`, glibc's "
+    "`malloc_stats()` and `/proc/PID/smaps` per mapping, at 10,000, 40,000, 70,000 and "
+    "100,000 requests:",
     "",
-    "- **jieba's dictionary, once.** The first request with Chinese text imports `rjieba` and "
-    "loads its dictionary: +33 MiB on import, +7 MiB on the first segmentation. That is most "
-    "of the first batch's jump; a process pays it once.",
-    "- **Python's own objects do not grow.** Allocated blocks: 471,521 at 10,000 requests, "
-    "468,329 at 40,000. No container held more than 1,500 items at any point; the only "
-    "types whose counts changed are those of requests in flight (loop handles, parser "
-    "messages, futures).",
+    "- **jieba's dictionary, once.** The first request with Chinese text imports `rjieba` "
+    "and loads its dictionary: +33 MiB on import, +7 MiB on the first segmentation. That "
+    "is most of the first batch's jump; a process pays it once.",
+    "- **Python's own objects do not grow.** Allocated blocks: 471,521 at 10,000 "
+    "requests, 470,476 at 104,000 (468,329 and 472,501 between); objects tracked by the "
+    "collector 113,000–116,000. No container held more than 1,500 items at any point; "
+    "the only types whose counts changed are those of requests in flight (loop handles, "
+    "parser messages, futures).",
     "- **The C heap settles.** What still grows after the first batch (about 7 MiB up to "
-    "40,000 requests, then about 2 MiB more up to 100,000) is glibc's heap: its arenas, one per "
-    "thread that allocates (the event loop, the audit writer, the default executor's "
-    "threads, started as they are first needed), reach what their busiest moment needed, and "
-    "glibc keeps freed memory for reuse. Its bytes in use stayed at 71.5–72.1 MB; the growth "
-    "in `smaps` is in those arenas' mappings.",
+    "40,000 requests, then about 2 MiB more up to 100,000) is glibc's heap: its arenas, "
+    "one per thread that allocates (the event loop, the audit writer, the default "
+    "executor's threads, started as they are first needed), reach what their busiest "
+    "moment needed, and glibc keeps freed memory for reuse. Its bytes in use were 71.5 MB "
+    "at 10,000 requests and 72.1 MB at 40,000; the growth in `smaps` is in those "
+    "arenas' mappings.",
     "- **Bounded by design:** the metrics' model labels (100, then `other`) and label "
     "spellings (10,000), `match_route`'s LRU cache (1,024 paths), the upstream URLs kept, "
-    "the key cache (existing keys only: unknown key ids are not remembered), SQLite's page "
-    "cache per connection (2 MB by default), the audit trail's Merkle frontier (one per "
-    "tenant, a hash per level).",
+    "the key cache (existing keys only: unknown key ids are not remembered), SQLite's "
+    "page cache per connection (2 MB by default), the audit trail's Merkle frontier (one "
+    "per tenant, a hash per level).",
     "",
-    "So the growth the issue saw is this warm-up, not a leak; the table below shows whether "
-    "it stays so over the whole run.",
+    "So the growth the issue saw is this warm-up, not a leak; the table below shows "
+    "whether it stays so over the whole run.",
 )
 
 
