@@ -3,8 +3,9 @@
 A long-running gateway's resident set grows at first (imports finishing, caches and
 pools filling, the allocator's arenas reaching their working size) and should then
 stay put. ``judge`` compares every sample taken after the warm-up with the one taken
-where the warm-up ended, and fits a line through them: a bounded process wobbles
-around its level, a leaking one climbs steadily with the number of requests served.
+where the warm-up ended, and fits a line through them, and another through their later
+half: a process that is settling climbs less and less, a leaking one climbs steadily
+with the number of requests served.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Verdict:
     peak: MemorySample  # the largest total after the warm-up
     samples_after_warmup: int
     slope_kib_per_100k: float  # least-squares growth of the total per 100,000 requests
+    late_slope_kib_per_100k: float  # the same over the later half of those samples
     tolerance: float
 
     @property
@@ -92,6 +94,7 @@ def judge(
         peak=max(after, key=lambda sample: sample.total_kib),
         samples_after_warmup=len(after),
         slope_kib_per_100k=_slope(after) * 100_000,
+        late_slope_kib_per_100k=_slope(after[len(after) // 2 :]) * 100_000,
         tolerance=tolerance,
     )
 

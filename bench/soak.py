@@ -319,7 +319,8 @@ def _summary(verdict: Verdict) -> str:
         f"resident memory {state} after the warm-up: {_mib(verdict.baseline.total_kib)} MiB "
         f"at {verdict.baseline.requests:,} requests, {_mib(verdict.end.total_kib)} MiB at "
         f"{verdict.end.requests:,} ({verdict.end_growth:+.1%}; peak {verdict.peak_growth:+.1%}; "
-        f"trend {verdict.slope_kib_per_100k / 1024:+.2f} MiB per 100,000 requests)"
+        f"trend {verdict.slope_kib_per_100k / 1024:+.2f} MiB per 100,000 requests, "
+        f"{verdict.late_slope_kib_per_100k / 1024:+.2f} over the later half)"
     )
 
 
@@ -394,7 +395,9 @@ def render_report(
         f"the warm-up, a straight line through the {verdict.samples_after_warmup} samples "
         f"rises by {verdict.slope_kib_per_100k / 1024:+.2f} MiB per 100,000 requests"
         + _extrapolation(verdict)
-        + ".",
+        + f"; one through their later half by {verdict.late_slope_kib_per_100k / 1024:+.2f} "
+        "MiB per 100,000 (a leak climbs as fast late as early; memory that is settling, "
+        "less and less).",
         "",
         *_WHAT_GROWS,
         "",

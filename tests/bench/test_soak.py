@@ -43,6 +43,14 @@ def test_a_steady_climb_is_not_flat_and_its_trend_is_measured() -> None:
     assert verdict.peak_growth == pytest.approx(175 / 150 - 1)
     assert not verdict.flat
     assert verdict.slope_kib_per_100k == pytest.approx(10 * 1024)
+    assert verdict.late_slope_kib_per_100k == pytest.approx(10 * 1024)
+
+
+def test_memory_that_settles_climbs_less_in_the_later_half() -> None:
+    verdict = judge(samples(100, 150, 156, 160, 162, 163, 163.5), warmup_requests=50_000)
+
+    assert verdict.flat
+    assert 0 < verdict.late_slope_kib_per_100k < verdict.slope_kib_per_100k / 2
 
 
 def test_the_limit_is_ten_percent_above_the_warmup_end() -> None:
