@@ -38,6 +38,8 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
+	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
+	$(BIN)/python -m bench.soak --requests 500000 --out docs/benchmarks-soak.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

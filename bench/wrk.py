@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WrkError", "WrkResult", "lua_script", "run_wrk", "wrk_command"]
+__all__ = ["WrkError", "WrkResult", "lua_script", "lua_string", "run_wrk", "wrk_command"]
 
 _RESULT_PREFIX = "BENCH_RESULT "
 # Percentiles read from wrk's histogram; the keys of ``WrkResult.latency_us``.
@@ -64,8 +64,8 @@ class WrkResult:
 
 def lua_script(method: str, body: bytes, headers: Mapping[str, str]) -> str:
     """A wrk script sending ``body`` with ``headers`` and reporting a ``BENCH_RESULT`` line."""
-    lines = [f"wrk.method = {_lua_string(method)}", f"wrk.body = {_lua_string(body)}"]
-    lines += [f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()]
+    lines = [f"wrk.method = {lua_string(method)}", f"wrk.body = {lua_string(body)}"]
+    lines += [f"wrk.headers[{lua_string(k)}] = {lua_string(v)}" for k, v in headers.items()]
     percentiles = ", ".join(f"{q:g}" for q in PERCENTILES)
     return "\n".join(lines) + _DONE_HOOK % {"percentiles": percentiles, "prefix": _RESULT_PREFIX}
 
@@ -143,7 +143,8 @@ def _parse(raw: Mapping[str, object], cpu_s: float) -> WrkResult:
     )
 
 
-def _lua_string(value: str | bytes) -> str:
+def lua_string(value: str | bytes) -> str:
+    """``value`` as a Lua string literal (any bytes, UTF-8 included)."""
     # Decimal escapes carry any byte, so the literal is exact for UTF-8 too.
     out = []
     for byte in value.encode() if isinstance(value, str) else value:

@@ -28,15 +28,42 @@ from localgate.identity import SqliteKeyStore
 from localgate.testing import FakeGemini
 
 UPSTREAM_KEY = "upstream-secret-AIzaFAKE"
+# The limit on anything a test waits for that is not itself under test: a server starting,
+# a store answering, a record being written, a poll's deadline. On a loaded machine (CI
+# runners, a second suite beside this one) a few seconds can pass for nothing at all, so
+# the limit is far above what any of these takes; it only decides how long a broken test
+# takes to fail. Tests of a timeout itself configure a short one against something that
+# never answers (a hanging fake upstream, a socket that is never read).
+INFRASTRUCTURE_TIMEOUT_S = 60.0
+# Starting a server can take longer still: a gateway configured with a sentence-transformers
+# model imports torch and loads the model in its lifespan (~25 s on a busy 2-CPU machine,
+# over 60 s with a CPU stress test beside it).
+STARTUP_TIMEOUT_S = 180.0
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+def wait_until(predicate: Callable[[], bool], timeout: float = INFRASTRUCTURE_TIMEOUT_S) -> None:
     """Poll ``predicate`` until it holds or the deadline passes."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met before the deadline")
         time.sleep(0.01)
+
+
+def with_test_timeouts(settings: Settings) -> Settings:
+    """``settings`` with ``INFRASTRUCTURE_TIMEOUT_S`` for the vector store's budget and the
+    upstream's connect timeout, unless the test's configuration sets them itself.
+
+    The store's default budget (2 s) covers starting its child process on the first call;
+    under load that takes longer, the store is marked down and the test's answers are
+    never stored.
+    """
+    cache, upstream = settings.cache, settings.upstream
+    if "timeout_s" not in cache.model_fields_set:
+        cache = cache.model_copy(update={"timeout_s": INFRASTRUCTURE_TIMEOUT_S})
+    if "connect_timeout_s" not in upstream.model_fields_set:
+        upstream = upstream.model_copy(update={"connect_timeout_s": INFRASTRUCTURE_TIMEOUT_S})
+    return settings.model_copy(update={"cache": cache, "upstream": upstream})
 
 
 @dataclass
@@ -50,7 +77,7 @@ class RunningGateway:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """A raw HTTP client for the gateway."""
-        kwargs.setdefault("timeout", 10)
+        kwargs.setdefault("timeout", INFRASTRUCTURE_TIMEOUT_S)
         return httpx.Client(base_url=self.base_url, **kwargs)
 
     def access_records(self) -> list[dict[str, Any]]:
@@ -115,7 +142,7 @@ def run_gateway(
     if config:
         config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
         config_path.write_text(config)
-    settings, _ = load_settings(config_path, environ)
+    settings = with_test_timeouts(load_settings(config_path, environ)[0])
     store = SqliteKeyStore(settings.state_db_path)
     issued = store.create("acme", "tests")
     store.close()
@@ -130,7 +157,7 @@ def run_gateway(
     )
     thread = threading.Thread(target=server.run, name="localgate", daemon=True)
     thread.start()
-    wait_until(lambda: server.started or not thread.is_alive())
+    wait_until(lambda: server.started or not thread.is_alive(), timeout=STARTUP_TIMEOUT_S)
     if not server.started:
         raise RuntimeError("localgate did not start")
     port = server.servers[0].sockets[0].getsockname()[1]
@@ -143,7 +170,7 @@ def run_gateway(
         )
     finally:
         server.should_exit = True
-        thread.join(timeout=15)
+        thread.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
 
 @pytest.fixture(scope="session")
@@ -195,13 +222,13 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if process.poll() is not None:
             raise RuntimeError("the Chroma server exited")
         try:
-            return httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200
+            return httpx.get(f"{url}/api/v2/heartbeat", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
 
     try:
-        wait_until(up, timeout=30)
+        wait_until(up, timeout=STARTUP_TIMEOUT_S)
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)

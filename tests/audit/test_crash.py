@@ -21,7 +21,7 @@ from localgate.audit.database import SqliteDatabase
 from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.testing import FakeGemini
-from tests.conftest import wait_until
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
@@ -41,11 +41,11 @@ def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
 
     def ready() -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
         except httpx.TransportError:
             return process.poll() is not None
 
-    wait_until(ready, timeout=30)
+    wait_until(ready, timeout=STARTUP_TIMEOUT_S)
     assert process.poll() is None, log.read_text()
     return process
 
@@ -60,7 +60,9 @@ def kill_9_under_load(
     budget = iter(range(20_000))  # bounded: the clients stop after this many requests
 
     def load(path: str) -> None:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", timeout=INFRASTRUCTURE_TIMEOUT_S
+        ) as client:
             while not stop.is_set() and next(budget, None) is not None:
                 try:
                     # Read to the end of the response: a stream cut short raises.
@@ -79,12 +81,12 @@ def kill_9_under_load(
     workers = [threading.Thread(target=load, args=(path,)) for path in paths]
     for worker in workers:
         worker.start()
-    wait_until(lambda: len(acknowledged) >= answers, timeout=60)
+    wait_until(lambda: len(acknowledged) >= answers, timeout=INFRASTRUCTURE_TIMEOUT_S)
     gateway.send_signal(signal.SIGKILL)
-    gateway.wait(timeout=10)
+    gateway.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
     stop.set()
     for worker in workers:
-        worker.join(timeout=10)
+        worker.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
     return acknowledged
 
 
@@ -112,7 +114,7 @@ def test_kill_9_under_load_loses_no_record_of_an_answer_the_client_received(
 
     restarted = start(env, port, tmp_path / "gateway.log")
     restarted.send_signal(signal.SIGTERM)  # a clean stop signs a checkpoint
-    restarted.wait(timeout=30)
+    restarted.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
     reader = AuditReader(SqliteDatabase(data / "audit.db"))
     records = list(reader.records("acme"))

@@ -14,6 +14,7 @@ from localgate.audit.database import SqliteDatabase, sqlite_at
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore
 from localgate.audit.verify import verify_tenant
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 SIGNER = CheckpointSigner.generate("test-log")
 
@@ -35,7 +36,7 @@ def log(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, CipherSui
     store = AuditStore(sqlite_at(tmp_path / "audit.db"), MasterKey(MasterKey.generate()), suite)
     store.start()
     futures = [store.submit(record(tenant, n)) for n in range(20) for tenant in ("acme", "globex")]
-    receipts = [future.result(timeout=10) for future in futures]
+    receipts = [future.result(timeout=INFRASTRUCTURE_TIMEOUT_S) for future in futures]
     reader = store.reader()
     Checkpointer(reader, store.hasher, SIGNER, "test-log").run()
     reader.close()
@@ -212,7 +213,7 @@ def test_the_checkpointer_refuses_to_sign_a_rewritten_history(tmp_path: Path) ->
     )
     store.start()
     for number in range(6):
-        store.submit(record("acme", number)).result(timeout=10)
+        store.submit(record("acme", number)).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
     reader = store.reader()
     checkpointer = Checkpointer(reader, store.hasher, SIGNER, "test-log")
     assert checkpointer.run() == [("acme", 6)]
@@ -235,7 +236,7 @@ def test_the_checkpointer_refuses_to_sign_a_rewritten_history(tmp_path: Path) ->
             frontier.append(leaf)
         db.execute("UPDATE audit_frontier SET state=? WHERE tenant='acme'", (frontier.to_bytes(),))
         db.execute("DELETE FROM audit_checkpoints")
-    store.submit(record("acme", 6)).result(timeout=10)
+    store.submit(record("acme", 6)).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
     assert checkpointer.run() == []
     reader.close()

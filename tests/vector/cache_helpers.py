@@ -19,6 +19,7 @@ from localgate.pipeline.context import RequestContext
 from localgate.vector.cache import VectorCache, cache_stats
 from localgate.vector.embedders import HashingEmbedder
 from localgate.vector.store import VectorStore
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, with_test_timeouts
 
 T = TypeVar("T")
 ROUTE = match_route("POST", "/v1beta/models/gemini-2.5-flash:generateContent")
@@ -26,10 +27,12 @@ QUICK = 0.05  # a key set's refresh interval in tests that wait for a refresh
 
 
 def settings_from(tmp_path: Path, config: str) -> Settings:
-    """Settings from this configuration text, state under ``tmp_path/data``."""
+    """Settings from this configuration text, state under ``tmp_path/data``, with the
+    tests' generous infrastructure timeouts where the text sets none."""
     path = tmp_path / "localgate.yaml"
     path.write_text(config)
-    return load_settings(path, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})[0]
+    settings, _ = load_settings(path, {"LOCALGATE_DATA_DIR": str(tmp_path / "data")})
+    return with_test_timeouts(settings)
 
 
 def ask(text: str, tenant: str = "acme", temperature: float | None = None) -> RequestContext:
@@ -84,8 +87,8 @@ async def entries(store: VectorStore, tenant: str) -> int:
 
 
 async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
-    """Await ``probe()`` until ``done`` holds for its result, or fail after 10 s."""
-    deadline = time.monotonic() + 10.0
+    """Await ``probe()`` until ``done`` holds for its result, or fail at the deadline."""
+    deadline = time.monotonic() + INFRASTRUCTURE_TIMEOUT_S
     while True:
         value = await probe()
         if done(value):

@@ -17,7 +17,7 @@ import pytest
 from localgate.config import Settings
 from localgate.vector import store as store_module
 from localgate.vector.store import VectorStore, VectorStoreUnavailable
-from tests.conftest import wait_until
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
 from tests.vector.cache_helpers import settings_from
 
 
@@ -128,10 +128,10 @@ def test_the_child_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=INFRASTRUCTURE_TIMEOUT_S,
     )
     child = int(done.stdout.strip())
-    wait_until(lambda: not alive(child), timeout=15)
+    wait_until(lambda: not alive(child))
 
 
 def test_a_child_that_died_while_another_process_changed_the_store_is_replaced(
@@ -186,9 +186,9 @@ def test_closing_the_store_while_it_opens_leaves_no_child(settings: Settings) ->
     before = set(children())  # other tests' gateways may have theirs
     store = VectorStore(settings, isolate=True)
     store.open_soon()
-    wait_until(lambda: bool(set(children()) - before), timeout=30)  # it is starting
+    wait_until(lambda: bool(set(children()) - before))  # it is starting
     store.close()
-    wait_until(lambda: not set(children()) - before, timeout=30)
+    wait_until(lambda: not set(children()) - before)
     assert store.child_pid() is None
 
 

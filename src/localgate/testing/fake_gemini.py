@@ -23,7 +23,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-__all__ = ["FakeGemini", "RecordedRequest"]
+__all__ = ["HOLD_LIMIT_S", "FakeGemini", "RecordedRequest"]
+
+# How long a held stream waits for its release before it is broken off.
+HOLD_LIMIT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,7 @@ class _Behaviour:
     stream_chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " fake"])
     stream_delay_s: float = 0.0
     stream_error_after: int | None = None  # break the stream after this many events
+    stream_hold: threading.Event | None = None  # send the events after the first once set
     echo_chunk: int | None = None  # stream the request's last text back in pieces this long
     delay_s: float = 0.0
     model_version: str | None = None  # modelVersion in answers; None = the model's name
@@ -142,13 +146,23 @@ class FakeGemini:
             self._behaviour.mode = mode
 
     def stream(
-        self, chunks: list[str], delay_s: float = 0.0, error_after: int | None = None
+        self,
+        chunks: list[str],
+        delay_s: float = 0.0,
+        error_after: int | None = None,
+        hold: threading.Event | None = None,
     ) -> None:
-        """Make streams send these text chunks, ``delay_s`` apart, optionally breaking off."""
+        """Make streams send these text chunks, ``delay_s`` apart, optionally breaking off.
+
+        With ``hold``, the first event is sent and the rest only once ``hold`` is set, so a
+        test can see what arrived meanwhile without guessing how long that takes; if it is
+        not set within ``HOLD_LIMIT_S``, the stream is broken off instead.
+        """
         with self._lock:
             self._behaviour.stream_chunks = list(chunks)
             self._behaviour.stream_delay_s = delay_s
             self._behaviour.stream_error_after = error_after
+            self._behaviour.stream_hold = hold
 
     def echo_stream(self, chunk_chars: int) -> None:
         """Make streams send the request's last text back, ``chunk_chars`` characters an event."""
@@ -264,6 +278,13 @@ class FakeGemini:
                     return response
                 if index and behaviour.stream_delay_s:
                     await asyncio.sleep(behaviour.stream_delay_s)
+                if index == 1 and behaviour.stream_hold is not None:
+                    released = await asyncio.to_thread(behaviour.stream_hold.wait, HOLD_LIMIT_S)
+                    if not released:
+                        transport = request.transport
+                        if transport is not None:
+                            transport.abort()
+                        return response
                 final = index == len(chunks) - 1
                 event = _generate_response(text, model, final=final)
                 if final:
