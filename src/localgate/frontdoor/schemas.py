@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic.alias_generators import to_camel
-from pydantic_core import CoreSchema, SchemaValidator, ValidationError
+from pydantic_core import CoreSchema, PydanticCustomError, SchemaValidator, ValidationError
 from pydantic_core import core_schema as cs
 
 from localgate.errors import InvalidArgument
@@ -77,6 +77,20 @@ def _one_spelling(pairs: tuple[tuple[str, str], ...]) -> Callable[[Any], Any]:
     return check
 
 
+def _carries_data(part: dict[str, Any]) -> dict[str, Any]:
+    """Refuse a part with nothing in it: ``{}``, or an empty ``text`` alone.
+
+    Google answers 400 to those. Anything else set (metadata such as a thought
+    signature, fields localgate does not know) is left for Google to judge.
+    """
+    for name, value in part.items():
+        if value is not None and (name != "text" or value != ""):
+            return part
+    raise PydanticCustomError(
+        "empty_part", "a part must carry data, e.g. non-empty 'text', 'inlineData' or 'functionCall'"
+    )
+
+
 def _schemas() -> dict[GeminiMethod, SchemaValidator]:
     """The request schemas of every route that takes a body."""
     blob = _message(_Field("mime_type", _STR, required=True), _Field("data", _STR, required=True))
@@ -93,7 +107,17 @@ def _schemas() -> dict[GeminiMethod, SchemaValidator]:
         _Field("thought_signature", _STR),
     )
     content = _message(_Field("role", _STR), _Field("parts", cs.list_schema(part), nullable=False))
-    contents = cs.list_schema(content, min_length=1)
+    # A conversation turn, as Google checks it: at least one part, each carrying something.
+    # Refused here, the request costs no audit record and no upstream round trip.
+    turn = _message(
+        _Field("role", _STR),
+        _Field(
+            "parts",
+            cs.list_schema(cs.no_info_after_validator_function(_carries_data, part), min_length=1),
+            required=True,
+        ),
+    )
+    contents = cs.list_schema(turn, min_length=1)
     generate_fields = (
         _Field("contents", contents, required=True),
         _Field("system_instruction", content),
