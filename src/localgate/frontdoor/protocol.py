@@ -180,7 +180,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         except httptools.HttpParserInvalidMethodError:
             self._refuse(
                 Unimplemented(
-                    "Unknown HTTP method; localgate serves GET and POST (see the Gemini REST API)."
+                    "Unknown HTTP method (or not HTTP at all); localgate serves GET and POST over "
+                    "HTTP/1.1."
                 )
             )
             return
