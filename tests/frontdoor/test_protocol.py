@@ -194,19 +194,34 @@ def test_kept_alive_connection_gets_a_new_header_deadline(strict: RunningGateway
 # -- body deadline --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("framing", ["length", "chunked", "expect-100"])
 def test_half_sent_body_gets_408_and_is_logged_as_such(
-    strict: RunningGateway, fake_upstream: FakeGemini
+    framing: str, strict: RunningGateway, fake_upstream: FakeGemini
 ) -> None:
     fake_upstream.reset()
+    if framing == "length":
+        raw = request_head(key=strict.key, length=100) + b'{"contents": ['
+    elif framing == "chunked":
+        raw = request_head(key=strict.key, extra="transfer-encoding: chunked\r\n") + b'5\r\n{"con'
+    else:  # asks whether to send the body, then never does
+        raw = request_head(key=strict.key, length=100, extra="expect: 100-continue\r\n")
+
+    def timeouts_logged() -> int:
+        return sum(record["status"] == 408 for record in strict.access_records())
+
+    logged_before = timeouts_logged()
     started = time.monotonic()
     with connect(strict) as sock:
-        sock.sendall(request_head(key=strict.key, length=100) + b'{"contents": [')
+        sock.sendall(raw)
         answer = read_until_closed(sock, started)
+    if framing == "expect-100":
+        assert answer.status == 100  # the go-ahead; the refusal follows it
+        answer = parse(answer.body, answer.elapsed)
 
     assert answer.status == 408
     assert "server.body_timeout_s" in answer.error()["message"]
     assert answer.elapsed >= TIMEOUT_S * 0.9
-    wait_until(lambda: any(r["status"] == 408 for r in strict.access_records()), DEADLINE_S)
+    wait_until(lambda: timeouts_logged() == logged_before + 1, DEADLINE_S)
     assert fake_upstream.requests == []
 
 
@@ -401,3 +416,30 @@ def test_trusted_proxies_are_not_limited(tmp_path: Path, upstream: FakeGemini) -
         served = healthz(gateway)
 
     assert served == 200
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"g" * 70 * 1024 + b"\r\n\r\n",
+        b"FOO /healthz HTTP/1.1\r\nhost: x\r\n\r\n",
+    ],
+    ids=["oversized", "unknown-method"],
+)
+def test_refusal_behind_a_pipelined_request_comes_after_its_answer(
+    second: bytes, gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    """Pipelined behind a request still being answered, a refusal waits its turn: the
+    client matches answers to requests by their order."""
+    upstream.delay(0.3)  # the first answer is still on its way when the second arrives
+    body = json.dumps({"contents": [{"parts": [{"text": "hi"}]}]}).encode()
+    first = request_head(key=gateway.key, length=len(body)) + body
+    started = time.monotonic()
+    with connect(gateway) as sock:
+        sock.sendall(first + second)
+        received = read_until_closed(sock, started)
+
+    answers = received.body.split(b"HTTP/1.1 ")
+    assert received.status == 200
+    assert len(answers) == 2
+    assert answers[1].startswith((b"431 ", b"501 "))

@@ -133,6 +133,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._ended_in_read = False  # a request ended in the read being parsed
         self._refusal: LocalgateError | None = None  # raised from inside a parser callback
         self._refused = False
+        self._deferred: LocalgateError | None = None  # a refusal waiting for an answer to go out
 
     # -- connection -------------------------------------------------------------------
 
@@ -297,10 +298,19 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         )
 
     def _refuse(self, error: LocalgateError, *, linger: bool = True) -> None:
-        """Answer ``error`` in the Gemini envelope and end the connection."""
+        """Answer ``error`` in the Gemini envelope and end the connection.
+
+        Behind a pipelined request still being answered, the refusal waits for that
+        answer: clients match answers to requests by their order.
+        """
         self._refused = True
         self._disarm()
         self._uncount()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and not cycle.disconnected:
+            self._deferred = error
+            self.flow.pause_reading()
+            return
         body = dump_json(error.envelope())
         head = [STATUS_LINE[error.code]]
         for name, value in self.server_state.default_headers:
@@ -318,6 +328,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self._deadline = self.loop.call_later(_LINGER_S, transport.close)
         else:
             transport.close()
+
+    def on_response_complete(self) -> None:
+        """An answer went out: a refusal waiting behind it goes out now."""
+        super().on_response_complete()
+        error = self._deferred
+        if error is not None and self.cycle.response_complete and not self.transport.is_closing():
+            self._deferred = None
+            self._refuse(error)
 
     # -- pending count ----------------------------------------------------------------
 
