@@ -191,6 +191,33 @@ def test_kept_alive_connection_gets_a_new_header_deadline(strict: RunningGateway
     assert answer.status == 408
 
 
+def test_stray_bytes_after_an_answer_do_not_hold_the_connection(strict: RunningGateway) -> None:
+    """A blank line after a request used to cancel the keep-alive timeout for good."""
+    started = time.monotonic()
+    with connect(strict) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: localgate\r\n\r\n")
+        first = sock.recv(65536)
+        sock.sendall(b"\r\n")
+        answer = read_until_closed(sock, started)
+
+    assert first.startswith(b"HTTP/1.1 200")
+    assert answer.elapsed < DEADLINE_S
+
+
+def test_half_header_pipelined_behind_a_whole_request_gets_its_deadline(
+    strict: RunningGateway,
+) -> None:
+    started = time.monotonic()
+    with connect(strict) as sock:
+        sock.sendall(
+            b"GET /healthz HTTP/1.1\r\nhost: localgate\r\n\r\nGET /healthz HTTP/1.1\r\nhos"
+        )
+        answer = read_until_closed(sock, started)
+
+    assert answer.status == 200
+    assert parse(answer.body.partition(b"}")[2], 0).status == 408
+
+
 # -- body deadline --------------------------------------------------------------------
 
 
@@ -416,6 +443,20 @@ def test_trusted_proxies_are_not_limited(tmp_path: Path, upstream: FakeGemini) -
         served = healthz(gateway)
 
     assert served == 200
+
+
+def test_oversized_header_pipelined_across_reads_gets_431(gateway: RunningGateway) -> None:
+    """A header that begins in the read that ended the previous request is still measured."""
+    half = b"x-big: " + b"h" * 40 * 1024
+    started = time.monotonic()
+    with connect(gateway) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGET /healthz HTTP/1.1\r\n" + half)
+        first = sock.recv(65536)  # the first answer: the second request's start was read
+        sock.sendall(b"h" * 40 * 1024 + b"\r\n\r\n")
+        answer = read_until_closed(sock, started)
+
+    assert first.startswith(b"HTTP/1.1 200")
+    assert answer.status == 431
 
 
 @pytest.mark.parametrize(

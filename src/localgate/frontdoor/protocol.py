@@ -30,7 +30,7 @@ import asyncio
 import ipaddress
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import httptools
 from uvicorn.config import Config
@@ -59,6 +59,9 @@ _LINGER_S = 2.0
 # header's end ("\r\n"); per header, ": " and "\r\n".
 _REQUEST_LINE_BYTES = 13
 _HEADER_LINE_BYTES = 4
+# A connection's phase: between requests (or the app is answering), waiting for or reading
+# a header, reading a body.
+_IDLE, _HEAD, _BODY = "idle", "head", "body"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +105,20 @@ def gateway_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
         """The gateway's connections on one server: these limits, one pending count."""
 
     Protocol.limits = limits
+    Protocol.max_header_bytes = limits.max_header_bytes
     Protocol.pending = {}
     return Protocol
 
 
 class GatewayHttpProtocol(HttpToolsProtocol):
-    """One client connection; the limits and the per-address count are the class's."""
+    """One client connection; the limits and the per-address count are the class's.
+
+    The parser callbacks run for every request, so they call the base class directly
+    (not through ``super()``) and keep the connection's phase in one field.
+    """
 
     limits: ClassVar[_Limits]
+    max_header_bytes: ClassVar[int]
     # Connections still sending a request, by peer address (shared by the server's connections).
     pending: ClassVar[dict[str, int]]
 
@@ -121,16 +130,16 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        self._phase = _IDLE
         self._deadline: asyncio.TimerHandle | None = None
         self._address: str | None = None  # the peer, if the pending limit applies to it
         self._counted = False  # counted among its address's pending connections
-        self._in_head = False  # a request is owed or its header is arriving
-        self._in_body = False  # the header is in, the body is not yet
-        self._started = False  # the current request has sent at least one byte
         self._head_bytes = 0  # bytes of the current header in earlier reads
         self._head_uncounted = False  # a read of the header was not counted (see below)
         self._read_bytes = 0  # size of the read being parsed
-        self._ended_in_read = False  # a request ended in the read being parsed
+        # The scope of the last request received whole: uvicorn makes a new scope at each
+        # request's first byte, so another one means a request has begun since.
+        self._finished: Any = None
         self._refusal: LocalgateError | None = None  # raised from inside a parser callback
         self._refused = False
         self._deferred: LocalgateError | None = None  # a refusal waiting for an answer to go out
@@ -156,7 +165,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
                 )
                 return
             self._count()
-        self._in_head = True
+        self._phase = _HEAD  # a new connection owes a request
         self._arm(limits.header_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -171,9 +180,11 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         """Parse a read, refusing what the parser or the limits refuse; arm deadlines."""
         if self._refused:
             return  # lingering after a refusal: input is dropped
-        self._unset_keepalive_if_required()
+        if self.timeout_keep_alive_task is not None:
+            self._unset_keepalive_if_required()
+        if self._phase is _IDLE:
+            self._phase = _HEAD  # bytes after a complete request: the next one's header
         self._read_bytes = len(data)
-        self._ended_in_read = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -189,57 +200,59 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         except httptools.HttpParserError as exc:
             self._refuse(self._refusal or _malformed(exc))
             return
-        if self._in_head:
-            if self._ended_in_read:
-                # The header began after an earlier request in this read (pipelining): how
-                # much of the read is its own is unknown, so the exact sum at its end decides.
-                self._head_uncounted = True
-            elif self._started:
-                self._head_bytes += len(data)
-                if self._head_bytes > self.limits.max_header_bytes:
-                    self._refuse(self._header_too_large())
-                    return
-            if self._deadline is None:
-                self._arm(self.limits.header_timeout_s)
-        elif self._in_body and self._deadline is None:
-            self._arm(self.limits.body_timeout_s)
-
-    def on_message_begin(self) -> None:
-        """A request's first byte: its header deadline runs (from connect, if it is the first)."""
-        super().on_message_begin()
-        self._started = True
-        self._head_bytes = 0
-        self._head_uncounted = False
-        if not self._in_head:  # a later request on a kept-alive connection
-            self._in_head = True
+        phase = self._phase
+        if phase is _IDLE:
+            if self.scope is self._finished:
+                return  # the usual case: the request arrived whole
+            # Another request began in this read after one ended (pipelining). How much
+            # of the read is its header is unknown: the exact sum at its end decides.
+            self._phase = phase = _HEAD
+            self._head_uncounted = True
+        elif phase is _HEAD:
+            # No request ended in this read: all of it belongs to this header.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_header_bytes:
+                self._refuse(self._header_too_large())
+                return
+        # A request spans reads: it has a deadline and counts as pending.
+        if self._deadline is None:
+            limits = self.limits
+            self._arm(limits.header_timeout_s if phase is _HEAD else limits.body_timeout_s)
+        if not self._counted and self._address is not None:
             self._count()
 
     def on_headers_complete(self) -> None:
         """Check the header's size, then hand the request to the application."""
-        limits = self.limits
-        if self._head_uncounted or self._head_bytes + self._read_bytes > limits.max_header_bytes:
+        if self._head_uncounted or self._head_bytes + self._read_bytes > self.max_header_bytes:
             size = (
                 len(self.url)
                 + len(self.parser.get_method())
                 + _REQUEST_LINE_BYTES
                 + sum(len(name) + len(value) + _HEADER_LINE_BYTES for name, value in self.headers)
             )
-            if size > limits.max_header_bytes:
+            if size > self.max_header_bytes:
                 self._refusal = self._header_too_large()
                 raise self._refusal  # stops the parser; data_received answers
-        self._in_head = False
-        self._in_body = True
-        self._disarm()
-        super().on_headers_complete()
+            self._head_uncounted = False
+        self._head_bytes = 0
+        self._phase = _BODY
+        if self._deadline is not None:
+            self._disarm()
+        HttpToolsProtocol.on_headers_complete(self)
 
     def on_message_complete(self) -> None:
-        """The whole request is in: no deadline until the next one begins."""
-        super().on_message_complete()
-        self._in_body = False
-        self._started = False
-        self._ended_in_read = True
-        self._disarm()
-        self._uncount()
+        """The whole request is in: no deadline, not pending, until the next one begins."""
+        HttpToolsProtocol.on_message_complete(self)
+        self._phase = _IDLE
+        self._finished = self.scope
+        if self._deadline is not None:
+            self._disarm()
+        if self._counted:
+            self._uncount()
+
+    def _header_begun(self) -> bool:
+        # uvicorn gives a connection its header list at its first request's first byte.
+        return cast("list[tuple[bytes, bytes]] | None", self.headers) is not None
 
     # -- deadlines --------------------------------------------------------------------
 
@@ -257,13 +270,13 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             return
         limits = self.limits
         cycle = self.cycle
-        if self._in_head:
+        if self._phase is _HEAD:
             if cycle is not None and not cycle.response_complete:
                 # A pipelined header behind an answer still being sent: the client is
                 # reading that answer, so its next request's clock starts afterwards.
                 self._arm(limits.header_timeout_s)
-            elif not self._started:
-                self.transport.close()  # never sent a byte: nothing to answer
+            elif not self._header_begun():
+                self.transport.close()  # a new connection that never sent a byte: no answer
             else:
                 self._refuse(
                     RequestTimeout(
@@ -271,7 +284,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
                         "(server.header_timeout_s); send the whole request at once."
                     )
                 )
-        elif self._in_body:
+        elif self._phase is _BODY:
             if cycle is None or cycle.response_started:
                 # Already answered (without reading the body): the rest is not awaited.
                 self.transport.close()
@@ -309,6 +322,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete and not cycle.disconnected:
             self._deferred = error
+            cycle.on_response = self._answered  # the last request parsed is answered last
             self.flow.pause_reading()
             return
         body = dump_json(error.envelope())
@@ -329,11 +343,11 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         else:
             transport.close()
 
-    def on_response_complete(self) -> None:
-        """An answer went out: a refusal waiting behind it goes out now."""
-        super().on_response_complete()
+    def _answered(self) -> None:
+        """The last answer went out: the refusal waiting behind it goes out now."""
+        HttpToolsProtocol.on_response_complete(self)
         error = self._deferred
-        if error is not None and self.cycle.response_complete and not self.transport.is_closing():
+        if error is not None and not self.transport.is_closing():
             self._deferred = None
             self._refuse(error)
 
