@@ -3,9 +3,9 @@
 uvicorn bounds neither how long a client may take to send a request nor how large its
 header may be, and it refuses malformed requests in plain text. This subclass adds:
 
-- a header deadline (``server.header_timeout_s``) from a connection's start, or a
-  request's first byte, to the end of its header: 408, then the connection closes (a
-  connection that never sent a byte is just closed);
+- a header deadline (``server.header_timeout_s``) from a connection's start, or from the
+  first bytes after a complete request, to the end of the header: 408, then the
+  connection closes (a new connection that never sent a byte is just closed);
 - a body deadline (``server.body_timeout_s``) from the end of the header to the end of
   the body: 408 if nothing has been answered yet, else the connection just closes (an
   answer sent early does not let the client trickle the rest of its body forever);
@@ -15,9 +15,11 @@ header may be, and it refuses malformed requests in plain text. This subclass ad
 - the Gemini error envelope for requests the parser refuses: 400, or 501 for a method
   it does not know.
 
-A deadline is armed only when a request spans more than one read, and the header's size
-is added up only when the read it ended in was larger than the cap: a request that
-arrives whole, as nearly all do, costs neither.
+Besides the one deadline of a new connection, a deadline is armed and the pending count
+kept only for a request that spans more than one read, and the header's size is added up
+only when the reads it came in were larger than the cap: a request that arrives whole, as
+nearly all do, costs none of that (about 6,000 instructions per request over uvicorn's own
+protocol, measured with callgrind).
 
 After a refusal the gateway stops sending (half-close) and discards what still arrives
 for a moment before closing: closing with unread input makes the kernel reset the
