@@ -156,7 +156,6 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         if address is not None and limits.limits_address(address):
             self._address = address
             if self.pending.get(address, 0) >= limits.max_pending_per_ip:
-                logger.warning("refused a connection from %s: too many pending", address)
                 self._refuse(
                     ServiceUnavailable(
                         f"Too many connections from {address} are still sending their "
@@ -318,6 +317,10 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         Behind a pipelined request still being answered, the refusal waits for that
         answer: clients match answers to requests by their order.
         """
+        if not self._refused:
+            # As uvicorn logs its own refusals; the message names no request content.
+            client = self.client[0] if self.client else "?"
+            logger.warning("refused a connection from %s: %d %s", client, error.code, error.message)
         self._refused = True
         self._disarm()
         self._uncount()
