@@ -158,3 +158,19 @@ def test_tenants_change_the_cache_and_retrieval_settings_they_name(tmp_path: Pat
     assert not settings.rag_for("globex").enabled
     assert settings.local_embeddings_for("acme")
     assert not settings.local_embeddings_for("globex")
+
+
+def test_protocol_limits_must_be_sane(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "server:\n  max_header_bytes: 100\n  header_timeout_s: 0\n  body_timeout_s: -1\n"
+        "  max_pending_connections_per_ip: -1\n  keep_alive_timeout_s: 0\n",
+    )
+
+    assert sorted(found) == [
+        "server.body_timeout_s: must be > 0",
+        "server.header_timeout_s: must be > 0",
+        "server.keep_alive_timeout_s: must be >= 1",
+        "server.max_header_bytes: must be >= 1024",
+        "server.max_pending_connections_per_ip: must be >= 0",
+    ]

@@ -19,6 +19,7 @@ from localgate.audit.trail import AuditTrail
 from localgate.config import Settings
 from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
+from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
@@ -130,6 +131,12 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "access_log": False,  # the gateway writes its own
         "lifespan": "on",
         "timeout_graceful_shutdown": 30,
+        # uvicorn's httptools protocol, with header and body deadlines, a header size cap,
+        # a pending-connection cap per address and Gemini envelopes for malformed requests.
+        "http": gateway_protocol(settings.server),
+        "timeout_keep_alive": settings.server.keep_alive_timeout_s,
+        # No route speaks WebSocket: an upgrade request is answered as plain HTTP.
+        "ws": "none",
         # X-Forwarded-For is believed only from the reverse proxies named in the config:
         # anyone else could write any client address into the access log and audit trail.
         "proxy_headers": bool(trusted),

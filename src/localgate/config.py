@@ -80,6 +80,20 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    # The request line and headers together; larger gets 431. Google's front end takes
+    # about as much; the SDK sends well under 1 KiB.
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    # From a connection's start (or a request's first byte) to the end of its headers, and
+    # from there to the end of its body: a client that sends slower gets 408 and is
+    # disconnected, so half-sent requests cannot hold connections open (slowloris).
+    header_timeout_s: float = Field(10.0, gt=0)
+    body_timeout_s: float = Field(60.0, gt=0)
+    # Connections from one address that are still sending their request; a new one
+    # beyond it is refused at once (503). 0: no limit. The addresses in trusted_proxies
+    # are exempt: they carry many clients.
+    max_pending_connections_per_ip: int = Field(128, ge=0)
+    # How long an idle keep-alive connection stays open between requests.
+    keep_alive_timeout_s: int = Field(5, ge=1)
     # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
     # are believed (the client address in access log and audit comes from them).
     # Empty: no one's; such headers are ignored and the peer address is recorded.

@@ -6,11 +6,15 @@ error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
 
     LocalgateError                       500 INTERNAL
     ├── InvalidArgument                  400 INVALID_ARGUMENT
-    │   └── PayloadTooLarge              413 INVALID_ARGUMENT
+    │   ├── PayloadTooLarge              413 INVALID_ARGUMENT
+    │   ├── UnsupportedMediaType         415 INVALID_ARGUMENT
+    │   └── HeaderTooLarge               431 INVALID_ARGUMENT
+    ├── RequestTimeout                   408 DEADLINE_EXCEEDED
     ├── Unauthenticated                  401 UNAUTHENTICATED
     ├── PermissionDenied                 403 PERMISSION_DENIED
     ├── NotFound                         404 NOT_FOUND
     ├── MethodNotAllowed                 405 INVALID_ARGUMENT
+    ├── Unimplemented                    501 UNIMPLEMENTED
     ├── ServiceUnavailable               503 UNAVAILABLE
     ├── UpstreamError                    (the upstream's own status, passed through)
     ├── UpstreamUnreachable              502 UNAVAILABLE
@@ -28,14 +32,18 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ConfigError",
+    "HeaderTooLarge",
     "InvalidArgument",
     "LocalgateError",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
     "PermissionDenied",
+    "RequestTimeout",
     "ServiceUnavailable",
     "Unauthenticated",
+    "Unimplemented",
+    "UnsupportedMediaType",
     "UpstreamBadResponse",
     "UpstreamCredentialsRejected",
     "UpstreamError",
@@ -82,6 +90,25 @@ class PayloadTooLarge(InvalidArgument):
     http_status = 413
 
 
+class UnsupportedMediaType(InvalidArgument):
+    """The request body is declared as something other than JSON."""
+
+    http_status = 415
+
+
+class HeaderTooLarge(InvalidArgument):
+    """The request line and headers together exceed ``server.max_header_bytes``."""
+
+    http_status = 431
+
+
+class RequestTimeout(LocalgateError):
+    """The client did not send its whole request in time (``server.*_timeout_s``)."""
+
+    http_status = 408
+    status = "DEADLINE_EXCEEDED"
+
+
 class Unauthenticated(LocalgateError):
     """No localgate key, or one the gateway does not know."""
 
@@ -112,6 +139,13 @@ class MethodNotAllowed(LocalgateError):
     def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
         super().__init__(message)
         self.allowed = allowed
+
+
+class Unimplemented(LocalgateError):
+    """The HTTP method is not one the gateway knows at all."""
+
+    http_status = 501
+    status = "UNIMPLEMENTED"
 
 
 class ServiceUnavailable(LocalgateError):

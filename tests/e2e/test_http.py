@@ -138,6 +138,84 @@ def test_body_that_is_not_a_gemini_request_names_the_field(
     assert upstream.requests == []
 
 
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"contents": []}, "'contents': must not be empty"),
+        ({"contents": [{"role": "user", "parts": []}]}, "'contents[0].parts': must not be empty"),
+        ({"contents": [{"parts": [{}]}]}, "'contents[0].parts[0]': a part must carry data"),
+        (
+            {"contents": [{"parts": [{"text": "a"}]}, {"parts": [{"text": ""}]}]},
+            "'contents[1].parts[0]': a part must carry data",
+        ),
+    ],
+)
+def test_empty_contents_that_google_would_refuse_are_refused_here(
+    gateway: RunningGateway, upstream: FakeGemini, body: object, where: str
+) -> None:
+    for path in (GENERATE, f"{STREAM}?alt=sse", "/v1beta/models/gemini-2.5-flash:countTokens"):
+        response = post(gateway, path, json.dumps(body))
+
+        assert response.status_code == 400
+        error = error_of(response)
+        assert error["status"] == "INVALID_ARGUMENT"
+        assert where in str(error["message"])
+    assert upstream.requests == []
+
+
+def test_a_function_call_turn_without_text_is_forwarded(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "weather?"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {}}}]},
+        ]
+    }
+
+    response = post(gateway, GENERATE, json.dumps(body))
+
+    assert response.status_code == 200
+    assert upstream.requests[-1].body == body
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz"],
+)
+def test_bodies_not_declared_as_json_are_refused_with_415(
+    gateway: RunningGateway, upstream: FakeGemini, content_type: str
+) -> None:
+    headers = {"x-goog-api-key": gateway.key, "content-type": content_type}
+    with gateway.client() as client:
+        response = client.post(GENERATE, content=json.dumps(BODY), headers=headers)
+
+    assert response.status_code == 415
+    error = error_of(response)
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "application/json" in str(error["message"])
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/json; charset=utf-8", None]
+)
+def test_json_or_undeclared_bodies_are_accepted(
+    gateway: RunningGateway, upstream: FakeGemini, content_type: str | None
+) -> None:
+    headers = {"x-goog-api-key": gateway.key}
+    if content_type is not None:
+        headers["content-type"] = content_type
+    with gateway.client() as client:
+        response = client.post(GENERATE, content=json.dumps(BODY).encode(), headers=headers)
+        sent = client.build_request("POST", GENERATE, content=b"{}", headers=headers)
+
+    assert "content-type" not in sent.headers or content_type is not None
+    assert response.status_code == 200
+    assert upstream.requests[-1].body == BODY
+
+
 def test_batch_embed_with_a_foreign_inner_model_is_refused(
     gateway: RunningGateway, upstream: FakeGemini
 ) -> None:

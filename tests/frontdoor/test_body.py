@@ -9,8 +9,8 @@ import orjson
 import pytest
 from starlette.requests import ClientDisconnect
 
-from localgate.errors import InvalidArgument, PayloadTooLarge
-from localgate.frontdoor.body import MAX_DEPTH, IncomingRequest
+from localgate.errors import InvalidArgument, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from localgate.frontdoor.body import BODY_TIMED_OUT, MAX_DEPTH, IncomingRequest
 
 
 def incoming(
@@ -101,3 +101,47 @@ def test_declared_size_is_checked_before_reading() -> None:
         request.check_declared_size(1000)
     with pytest.raises(InvalidArgument, match="Content-Length"):
         incoming(b"{}", headers=[(b"content-length", b"lots")]).check_declared_size(1000)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        b"application/json",
+        b"application/json; charset=utf-8",
+        b"Application/JSON;charset=UTF-8",
+        b"",
+    ],
+)
+def test_json_or_no_content_type_is_accepted(content_type: bytes | None) -> None:
+    headers = [] if content_type is None else [(b"content-type", content_type)]
+    incoming(b"{}", headers=headers).check_content_type()
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        b"text/plain",
+        b"application/x-www-form-urlencoded",
+        b"multipart/form-data; boundary=x",
+        b"application/jsonx",
+        b"text/json",
+    ],
+)
+def test_other_content_types_are_refused_with_415(content_type: bytes) -> None:
+    request = incoming(b"{}", headers=[(b"content-type", content_type)])
+    with pytest.raises(UnsupportedMediaType) as refused:
+        request.check_content_type()
+    assert refused.value.code == 415
+    assert "application/json" in refused.value.message
+
+
+def test_body_cut_off_by_the_connection_deadline_is_a_timeout() -> None:
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": b"{", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    request = incoming(messages)
+    request._scope[BODY_TIMED_OUT] = True  # what the connection sets before disconnecting
+    with pytest.raises(RequestTimeout, match=r"server\.body_timeout_s"):
+        asyncio.run(request.read_json(1024))

@@ -33,6 +33,20 @@ TEXT = {"parts": [{"text": "hi"}]}
             {"generateContentRequest": {"model": MODEL, "contents": [TEXT]}},
         ),
         (GeminiMethod.BATCH_EMBED_CONTENTS, {"requests": [{"model": MODEL, "content": TEXT}]}),
+        # Parts without text that Google takes: a call, a result, an empty text beside the
+        # signature Gemini 3 sends back in history, fields localgate does not know.
+        (
+            GeminiMethod.GENERATE_CONTENT,
+            {
+                "contents": [
+                    TEXT,
+                    {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+                    {"parts": [{"functionResponse": {"name": "f", "response": {"r": 1}}}]},
+                    {"role": "model", "parts": [{"text": "", "thoughtSignature": "c2ln"}]},
+                    {"parts": [{"toolCall": {"id": "1"}}, {"text": " "}]},
+                ]
+            },
+        ),
     ],
 )
 def test_accepted(method: GeminiMethod, body: dict[str, Any]) -> None:
@@ -42,12 +56,43 @@ def test_accepted(method: GeminiMethod, body: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("method", "body", "message"),
     [
+        (GeminiMethod.GENERATE_CONTENT, {"contents": []}, "'contents': must not be empty"),
+        (GeminiMethod.GENERATE_CONTENT, {"contents": [{"parts": None}]}, "'contents[0].parts'"),
         (
             GeminiMethod.GENERATE_CONTENT,
-            {"contents": []},
-            "'contents': list should have at least 1",
+            {"contents": [TEXT, {"parts": []}]},
+            "'contents[1].parts': must not be empty",
         ),
-        (GeminiMethod.GENERATE_CONTENT, {"contents": [{"parts": None}]}, "'contents[0].parts'"),
+        (
+            GeminiMethod.STREAM_GENERATE_CONTENT,
+            {"contents": [{"role": "user"}]},
+            "'contents[0].parts': is required",
+        ),
+        (
+            GeminiMethod.GENERATE_CONTENT,
+            {"contents": [{"parts": [{"text": "a"}, {}]}]},
+            "'contents[0].parts[1]': a part must carry data",
+        ),
+        (
+            GeminiMethod.GENERATE_CONTENT,
+            {"contents": [TEXT, {"parts": [{"text": ""}]}]},
+            "'contents[1].parts[0]': a part must carry data",
+        ),
+        (
+            GeminiMethod.GENERATE_CONTENT,
+            {"contents": [{"parts": [{"text": None, "inlineData": None}]}]},
+            "'contents[0].parts[0]': a part must carry data",
+        ),
+        (
+            GeminiMethod.COUNT_TOKENS,
+            {"contents": [{"parts": [{}]}]},
+            "'contents[0].parts[0]': a part must carry data",
+        ),
+        (
+            GeminiMethod.COUNT_TOKENS,
+            {"generateContentRequest": {"model": MODEL, "contents": [{"parts": [{"text": ""}]}]}},
+            "'generateContentRequest.contents[0].parts[0]': a part must carry data",
+        ),
         (
             GeminiMethod.GENERATE_CONTENT,
             {"contents": [{"parts": [{"inlineData": {"data": "x"}}]}]},

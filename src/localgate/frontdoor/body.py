@@ -1,5 +1,5 @@
 """The request as the ASGI server hands it over: the headers the gateway reads, the
-query string, and the body (size limit first, then one JSON parse).
+query string, and the body (size and media type first, then one JSON parse).
 
 Read straight from the ASGI scope, in one pass over the headers: the hot path reads
 a handful of them, and a general request object costs more to build than that.
@@ -14,9 +14,14 @@ import orjson
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
-from localgate.errors import InvalidArgument, PayloadTooLarge
+from localgate.errors import InvalidArgument, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 
-__all__ = ["MAX_DEPTH", "IncomingRequest"]
+__all__ = ["BODY_TIMED_OUT", "MAX_DEPTH", "IncomingRequest"]
+
+# Set in the scope by the connection (frontdoor.protocol) when the body stopped arriving
+# before server.body_timeout_s: the disconnect that follows is a timeout, not the client
+# leaving.
+BODY_TIMED_OUT = "localgate.body_timed_out"
 
 # Google's own limit on nesting is about 100; anything deeper is refused here, well
 # before the JSON writer's own limit.
@@ -26,6 +31,7 @@ _READ_HEADERS = frozenset(
     {
         b"authorization",
         b"content-length",
+        b"content-type",
         b"x-goog-api-key",
         b"x-localgate-cache",
         b"x-localgate-rag-collection",
@@ -38,9 +44,10 @@ _READ_HEADERS = frozenset(
 class IncomingRequest:
     """One HTTP request on a Gemini route, read from its ASGI scope."""
 
-    __slots__ = ("_query", "_receive", "headers", "method", "path", "query_string")
+    __slots__ = ("_query", "_receive", "_scope", "headers", "method", "path", "query_string")
 
     def __init__(self, scope: Scope, receive: Receive) -> None:
+        self._scope = scope
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.query_string: bytes = scope.get("query_string", b"")
@@ -89,16 +96,33 @@ class IncomingRequest:
         if size > limit:
             raise _too_large(limit)
 
+    def check_content_type(self) -> None:
+        """Refuse with 415 a body declared as anything but JSON (none declared is JSON)."""
+        declared = self.headers.get("content-type")
+        if declared is None or declared == "application/json":
+            return  # what the SDK and curl -H send: the one-comparison path
+        media_type = declared.partition(";")[0].strip().lower()
+        if media_type and media_type != "application/json":
+            raise UnsupportedMediaType(
+                f"Unsupported Content-Type {media_type[:100]!r}: the request body must be "
+                "JSON; send 'Content-Type: application/json'."
+            )
+
     async def read_json(self, limit: int) -> tuple[Any, bytes]:
         """Read at most ``limit`` bytes and parse them as JSON; returns it and the bytes.
 
-        An empty body is ``{}``. Raises ``ClientDisconnect`` if the client goes away.
+        An empty body is ``{}``. Raises ``ClientDisconnect`` if the client goes away, and
+        ``RequestTimeout`` if the connection cut the body off for arriving too slowly.
         """
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
+                if self._scope.get(BODY_TIMED_OUT):
+                    raise RequestTimeout(
+                        "The request body did not arrive in time (server.body_timeout_s)."
+                    )
                 raise ClientDisconnect()
             chunk = message.get("body", b"")
             size += len(chunk)

@@ -97,6 +97,8 @@ class GeminiEndpoint:
         try:
             ctx.route = route = match_route(request.method, request.path)
             request.check_declared_size(services.max_body_bytes)
+            if route.method.http_method == "POST":
+                request.check_content_type()
             inbound = self._inbound(request, route, services.max_body_bytes)
             reply = await services.pipeline.run(ctx, inbound)
             if isinstance(reply, StreamReply):
