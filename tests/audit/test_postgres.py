@@ -8,11 +8,8 @@ these tests must run.
 
 from __future__ import annotations
 
-import os
-import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -27,26 +24,7 @@ from localgate.audit.store import AuditReader, AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
 from localgate.secret import Secret
 
-DSN = os.environ.get("LOCALGATE_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 SIGNER = CheckpointSigner.generate("pg-test")
-
-
-@pytest.fixture
-def dsn() -> Iterator[str]:
-    """A DSN whose search_path is a schema of this test's own, dropped afterwards."""
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(DSN, autocommit=True)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"no PostgreSQL at {DSN}: {exc}")
-    schema = f"lg_test_{secrets.token_hex(6)}"
-    admin.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in DSN else "?"
-    yield f"{DSN}{separator}options=-csearch_path%3D{schema}"
-    admin.execute(f"DROP SCHEMA {schema} CASCADE")
-    admin.close()
 
 
 def record(tenant: str, number: int) -> PendingRecord:

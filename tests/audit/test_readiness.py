@@ -23,7 +23,6 @@ from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore
 from localgate.secret import Secret
 from localgate.testing import FakeGemini
-from tests.audit.test_postgres import dsn  # noqa: F401 - the fixture
 from tests.conftest import run_gateway, wait_until
 
 BODY = {"contents": [{"role": "user", "parts": [{"text": "Hello"}]}]}
@@ -151,7 +150,7 @@ def test_a_failed_batch_is_not_ready_until_a_write_succeeds_again(
     assert written.seq == 0
 
 
-def test_a_read_only_postgres_session_is_not_ready(dsn: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_read_only_postgres_session_is_not_ready(dsn: str, tmp_path: Path) -> None:
     master = MasterKey(MasterKey.generate())
     writable = AuditStore(lambda: PostgresDatabase(dsn), master, CipherSuite("standard"))
     writable.close()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -39,8 +38,8 @@ from localgate.audit.trail import database, master_key, signer
 from localgate.audit.verify import verify_all
 from localgate.cli import main
 from localgate.config import Settings, load_settings
+from tests.audit.conftest import postgres_schema
 
-DSN = os.environ.get("LOCALGATE_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 SIGNED = 10  # records per tenant under the signed checkpoint
 TAIL = 4  # records per tenant written after it (not yet signed)
 LATER = "2031-06-01T00:00:00"  # past the default metadata retention of every record
@@ -166,21 +165,8 @@ def _database(backend: str) -> Iterator[str | None]:
     if backend == "sqlite":
         yield None
         return
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(DSN, autocommit=True)
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"no PostgreSQL at {DSN}: {exc}")
-    schema = f"lg_test_{secrets.token_hex(6)}"
-    admin.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in DSN else "?"
-    try:
-        yield f"{DSN}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.close()
+    with postgres_schema() as dsn:
+        yield dsn
 
 
 def failed(result: Result, line: str) -> None:
