@@ -39,16 +39,6 @@ tenants:
 
 
 @pytest.fixture
-def client(gateway: RunningGateway) -> Iterator[genai.Client]:
-    sdk = genai.Client(
-        api_key=gateway.key,
-        http_options=types.HttpOptions(base_url=gateway.base_url, api_version="v1beta"),
-    )
-    yield sdk
-    sdk.close()
-
-
-@pytest.fixture
 def policy_gateway(tmp_path: Path, upstream: FakeGemini) -> Iterator[RunningGateway]:
     with run_gateway(tmp_path / "data", upstream.base_url, config=POLICY) as gateway:
         yield gateway

@@ -30,16 +30,6 @@ SIGNATURE = base64.b64encode(b"upstream thought state").decode()
 INVISIBLE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
 
 
-@pytest.fixture
-def client(gateway: RunningGateway) -> Iterator[genai.Client]:
-    sdk = genai.Client(
-        api_key=gateway.key,
-        http_options=types.HttpOptions(base_url=gateway.base_url, api_version="v1beta"),
-    )
-    yield sdk
-    sdk.close()
-
-
 def sent(upstream: FakeGemini) -> str:
     """Everything the upstream received in its last request, in every form a model could
     read it, decoded here independently of the gateway's own decoder."""
