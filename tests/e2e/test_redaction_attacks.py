@@ -285,7 +285,7 @@ def test_encodings_and_digit_forms_are_seen_through(
 def test_other_escape_syntaxes_are_seen_through(
     gateway: RunningGateway, upstream: FakeGemini, text: str
 ) -> None:
-    # Documented as "not revealed", but any model decodes these at sight.
+    # Any model decodes these at sight.
     response = post(gateway, GENERATE, text_body(text))
 
     assert_not_forwarded(response, upstream)
