@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import create_engine, text
-
 __all__ = ["sqlalchemy_url", "upgrade_schema"]
 
 
 def upgrade_schema(url: str) -> None:
     """Apply every pending migration to the database at ``url`` (a SQLAlchemy URL)."""
+    # Alembic and SQLAlchemy take 0.6 s to import: only the writer and `audit checkpoint`
+    # need them, not every command that reads the audit database (or `localgate --help`).
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     engine = create_engine(url)
