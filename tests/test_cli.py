@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -131,3 +134,25 @@ def test_detect_jsonl_rejects_bad_lines(runner: CliRunner) -> None:
 
     assert result.exit_code == 1
     assert "line 1" in result.stderr
+
+
+def test_help_lists_every_command_without_importing_the_heavy_groups() -> None:
+    # `localgate --help` in a fresh interpreter: the audit store, the vector layer and the
+    # settings models (about two seconds of imports) stay unimported, and each group's help
+    # line is its own.
+    script = (
+        "import sys; from click.testing import CliRunner; from localgate.cli import main; "
+        "out = CliRunner().invoke(main, ['--help']).output; "
+        "print(out); print(sorted(m for m in sys.modules if m.startswith("
+        "('localgate.audit', 'localgate.vector', 'localgate.config', 'chromadb', 'alembic'))))"
+    )
+    result = subprocess.run(  # noqa: S603 - this interpreter, a fixed script
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+
+    assert result.stdout.rstrip().endswith("[]")
+    context = click.Context(main)
+    for name in ("audit", "cache", "rag"):
+        group = main.get_command(context, name)
+        assert group is not None
+        assert group.get_short_help_str(200) in " ".join(result.stdout.split())

@@ -41,7 +41,10 @@ def test_every_cli_command_is_in_the_readme() -> None:
 
     def commands(group: click.Group, prefix: str) -> list[str]:
         found = []
-        for name, command in group.commands.items():
+        context = click.Context(group)
+        for name in group.list_commands(context):
+            command = group.get_command(context, name)
+            assert command is not None, name
             if isinstance(command, click.Group):
                 found += commands(command, f"{prefix}{name} ")
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -11,14 +12,61 @@ from typing import Any
 import click
 
 from localgate import __version__
-from localgate.audit.cli import audit
 from localgate.cliconfig import config_option, load_or_exit
-from localgate.vector.cli import cache, rag
 
 __all__ = ["main"]
 
+# Command groups imported only when used: the audit store and the vector layer take about a
+# second to import, which `localgate --help` and `localgate keys list` should not pay.
+# name -> (module, attribute, the one-line help shown in `localgate --help`)
+_LAZY_GROUPS = {
+    "audit": (
+        "localgate.audit.cli",
+        "audit",
+        "Verify, prove, inspect and maintain the audit trail.",
+    ),
+    "cache": (
+        "localgate.vector.cli",
+        "cache",
+        "The local answer cache: what it holds, and clearing it.",
+    ),
+    "rag": (
+        "localgate.vector.cli",
+        "rag",
+        "Local retrieval: ingest documents, search them, list and delete collections.",
+    ),
+}
 
-@click.group()
+
+class _LazyGroup(click.Group):
+    """A click group whose heavier subcommand groups are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_GROUPS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy = _LAZY_GROUPS.get(cmd_name)
+        if lazy is None:
+            return super().get_command(ctx, cmd_name)
+        module, attribute, _ = lazy
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module}.{attribute} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, _LAZY_GROUPS[name][2])
+            if name in _LAZY_GROUPS
+            else (name, self.commands[name].get_short_help_str(formatter.width))
+            for name in self.list_commands(ctx)
+            if name in _LAZY_GROUPS or not self.commands[name].hidden
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(__version__, prog_name="localgate")
 def main() -> None:
     """localgate: a self-hosted Gemini gateway that keeps personal data inside the company."""
@@ -216,8 +264,3 @@ def keys_revoke(config_path: Path | None, key_id: str) -> None:
         click.echo(f"localgate: no key with id {key_id}", err=True)
         sys.exit(1)
     click.echo(f"Revoked key {key_id}.")
-
-
-main.add_command(audit)
-main.add_command(rag)
-main.add_command(cache)

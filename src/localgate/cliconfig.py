@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from localgate.config import Settings, load_settings
-from localgate.errors import ConfigError
+if TYPE_CHECKING:
+    from localgate.config import Settings
 
 __all__ = ["config_option", "load_or_exit"]
 
@@ -30,6 +30,11 @@ def config_option(func: F) -> F:
 
 def load_or_exit(config_path: Path | None) -> tuple[Settings, Path | None]:
     """The settings, or every problem printed with its field path and exit code 1."""
+    # Imported here: building the settings models is most of a command's start-up, which
+    # `localgate --help` need not pay.
+    from localgate.config import load_settings
+    from localgate.errors import ConfigError
+
     try:
         return load_settings(config_path)
     except ConfigError as exc:
