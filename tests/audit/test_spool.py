@@ -33,11 +33,17 @@ def context(request_id: str) -> RequestContext:
     return ctx
 
 
+def audit_store(tmp_path: Path) -> tuple[MasterKey, AuditStore]:
+    """A new master key and an audit store on a SQLite file under ``tmp_path``, not started
+    (a test may replace its writer first)."""
+    master = MasterKey(MasterKey.generate())
+    return master, AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+
+
 def test_refused_completion_is_spooled_encrypted_and_written_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    master, store = audit_store(tmp_path)
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
     stage = TrailAudit(store, spool)
@@ -118,8 +124,7 @@ def metric(metrics: GatewayMetrics, name: str) -> float:
 def test_a_completion_written_nowhere_withholds_the_answer_and_refuses_requests_until_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    master, store = audit_store(tmp_path)
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
     disk = FullDisk()
@@ -164,8 +169,7 @@ def test_a_completion_written_nowhere_withholds_the_answer_and_refuses_requests_
 def test_a_stream_completion_written_nowhere_is_held_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    master, store = audit_store(tmp_path)
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
     disk = FullDisk()
@@ -198,8 +202,7 @@ def test_a_stream_completion_written_nowhere_is_held_as_it_was(
 def test_record_outcome_returns_once_the_completion_is_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    master, store = audit_store(tmp_path)
     writer = GatedWriter(store)  # a slow disk: the commit waits until the test opens it
     monkeypatch.setattr(store, "_write", writer.write)
     store.start()
@@ -261,8 +264,7 @@ class GatedWriter:
 def test_a_cancelled_request_still_gets_its_completion_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    master, store = audit_store(tmp_path)
     writer = GatedWriter(store)
     monkeypatch.setattr(store, "_write", writer.write)
     store.start()
@@ -291,8 +293,7 @@ def test_a_cancelled_request_still_gets_its_completion_record(
 def test_a_waiter_that_gave_up_does_not_stop_the_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    master = MasterKey(MasterKey.generate())
-    store = AuditStore(sqlite_at(tmp_path / "audit.db"), master, CipherSuite("standard"))
+    _, store = audit_store(tmp_path)
     writer = GatedWriter(store)
     monkeypatch.setattr(store, "_write", writer.write)
     store.start()
