@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,8 @@ from bench.results import DIRECT, FLOOR, LOCALGATE, TARGETS, Measurement, Result
 from bench.servers import (
     BenchError,
     ServerProcess,
+    clean_environment,
+    create_tenant_key,
     free_ports,
     http_call,
     pinned,
@@ -48,7 +48,6 @@ REQUEST_BODY = (
 )
 UPSTREAM_KEY = "bench-upstream-key"  # the fake upstream accepts any key
 READY_DEADLINE_S = 30.0
-_CREDENTIAL_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 LATENCY_SCENARIO = "unary-c1"
 THROUGHPUT_SCENARIO = "unary-c64"
 
@@ -180,12 +179,7 @@ class Bench:
         upstream_port, floor_port, gateway_port = free_ports(3)
         upstream_url = f"http://127.0.0.1:{upstream_port}"
         data_dir = self.tmp / "data"
-        # No configuration or credentials of the caller's reach the servers.
-        base_env = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith("LOCALGATE_") and name not in _CREDENTIAL_VARIABLES
-        }
+        base_env = clean_environment()
 
         gateway_env = {
             "LOCALGATE_UPSTREAM_URL": upstream_url,
@@ -260,16 +254,7 @@ class Bench:
         command = [localgate, "keys", "create", "--tenant", "bench", "--json"]
         shown = {"LOCALGATE_DATA_DIR": env["LOCALGATE_DATA_DIR"]}
         self.commands.setup.append(self._display(shown, command))
-        try:
-            done = subprocess.run(
-                command, env=dict(env), capture_output=True, text=True, timeout=60, check=True
-            )
-            key = json.loads(done.stdout)["key"]
-        except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
-            raise BenchError(f"could not create a tenant key with {command[:3]}: {exc}") from exc
-        if not isinstance(key, str):
-            raise BenchError("`localgate keys create --json` printed no key")
-        return key
+        return create_tenant_key(localgate, env)
 
     def _server(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import http.client
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,8 @@ from typing import IO
 __all__ = [
     "BenchError",
     "ServerProcess",
+    "clean_environment",
+    "create_tenant_key",
     "free_ports",
     "http_call",
     "pinned",
@@ -37,6 +40,35 @@ _PR_SET_PDEATHSIG = 1
 
 class BenchError(RuntimeError):
     """The benchmark cannot go on; the message says why."""
+
+
+# Google credentials a caller may have set: never handed to a server a benchmark starts.
+_CREDENTIAL_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment without localgate's settings or Google credentials, so
+    that no configuration or key of the caller's reaches the servers a benchmark starts."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("LOCALGATE_") and name not in _CREDENTIAL_VARIABLES
+    }
+
+
+def create_tenant_key(localgate: str, env: Mapping[str, str]) -> str:
+    """A key for the tenant ``bench``, made with ``localgate keys create`` in ``env``."""
+    command = [localgate, "keys", "create", "--tenant", "bench", "--json"]
+    try:
+        done = subprocess.run(
+            command, env=dict(env), capture_output=True, text=True, timeout=60, check=True
+        )
+        key = json.loads(done.stdout)["key"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+        raise BenchError(f"could not create a tenant key with {command[:3]}: {exc}") from exc
+    if not isinstance(key, str):
+        raise BenchError("`localgate keys create --json` printed no key")
+    return key
 
 
 def stopping_cleanly(measure: Callable[[], int]) -> int:

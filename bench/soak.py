@@ -15,10 +15,7 @@ even if fewer requests were sent, and says so in the report.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +31,8 @@ from bench.run import CpuLayout
 from bench.servers import (
     BenchError,
     ServerProcess,
+    clean_environment,
+    create_tenant_key,
     free_ports,
     http_call,
     pinned,
@@ -52,7 +51,6 @@ DEFAULT_MAX_MINUTES = 30.0
 # The report's sample table is thinned to about this many rows (the warm-up's end, the
 # highest sample and the last are always shown).
 _TABLE_ROWS = 40
-_CREDENTIAL_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _FLASH = "/v1beta/models/gemini-2.5-flash"
 _PRO = "/v1beta/models/gemini-2.5-pro"
 # One request in four is streamed; one in four goes to a second model.
@@ -204,11 +202,7 @@ class Soak:
         python = sys.executable
         upstream_port, gateway_port = free_ports(2)
         upstream_url = f"http://127.0.0.1:{upstream_port}"
-        base_env = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith("LOCALGATE_") and name not in _CREDENTIAL_VARIABLES
-        }
+        base_env = clean_environment()
         gateway_env = {
             "LOCALGATE_UPSTREAM_URL": upstream_url,
             "GEMINI_API_KEY": UPSTREAM_KEY,
@@ -217,7 +211,7 @@ class Soak:
         if self.options.config is not None:
             gateway_env["LOCALGATE_CONFIG"] = str(self.options.config.resolve())
         localgate = str(Path(python).parent / "localgate")
-        key = _create_key(localgate, {**base_env, **gateway_env})
+        key = create_tenant_key(localgate, {**base_env, **gateway_env})
         upstream = self._server(
             stack,
             "fake upstream",
@@ -283,20 +277,6 @@ class Soak:
             return run_wrk(command, timeout_s=self.options.batch_s + 60)[0]
         except WrkError as exc:
             raise BenchError(str(exc)) from exc
-
-
-def _create_key(localgate: str, env: Mapping[str, str]) -> str:
-    command = [localgate, "keys", "create", "--tenant", "bench", "--json"]
-    try:
-        done = subprocess.run(
-            command, env=dict(env), capture_output=True, text=True, timeout=60, check=True
-        )
-        key = json.loads(done.stdout)["key"]
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
-        raise BenchError(f"could not create a tenant key with {command[:3]}: {exc}") from exc
-    if not isinstance(key, str):
-        raise BenchError("`localgate keys create --json` printed no key")
-    return key
 
 
 def _children_kib(pid: int) -> int:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -18,7 +16,15 @@ import orjson
 
 from bench.cache.options import MINILM, Options
 from bench.cache.prompts import GENERATE, UPSTREAM_KEY
-from bench.servers import BenchError, ServerProcess, free_ports, http_call, pinned
+from bench.servers import (
+    BenchError,
+    ServerProcess,
+    clean_environment,
+    create_tenant_key,
+    free_ports,
+    http_call,
+    pinned,
+)
 
 __all__ = ["CACHE_HEADER", "REPO", "Gateway", "Reply", "gateway_config"]
 
@@ -26,7 +32,6 @@ REPO = Path(__file__).resolve().parents[2]
 READY_DEADLINE_S = 90.0  # a gateway with MiniLM loads the model before it is ready
 STORE_DEADLINE_S = 60.0
 CACHE_HEADER = "x-localgate-cache"
-_CREDENTIAL_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,27 +59,15 @@ class Gateway:
 
     def start(self, stack: ExitStack, cpus: tuple[int, ...] | None = None) -> Gateway:
         """Create the key, start the server, wait until it is ready."""
-        base = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith("LOCALGATE_") and name not in _CREDENTIAL_VARIABLES
-        }
         env = {
-            **base,
+            **clean_environment(),
             "LOCALGATE_UPSTREAM_URL": self._upstream_url,
             "GEMINI_API_KEY": UPSTREAM_KEY,
             "LOCALGATE_DATA_DIR": str(self.folder / "data"),
             "LOCALGATE_CONFIG": str(self.folder / "localgate.yaml"),
         }
         localgate = str(Path(sys.executable).parent / "localgate")
-        command = [localgate, "keys", "create", "--tenant", "bench", "--json"]
-        try:
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=60, check=True
-            )
-            self.key = str(json.loads(done.stdout)["key"])
-        except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
-            raise BenchError(f"could not create a tenant key: {exc}") from exc
+        self.key = create_tenant_key(localgate, env)
         server = ServerProcess(
             "localgate",
             pinned([localgate, "serve", "--port", str(self.port)], cpus),
