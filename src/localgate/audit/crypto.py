@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from localgate.audit.merkle import TreeHasher
-from localgate.secret import Secret
+from localgate.secret import Secret, load_or_create_key
 
 __all__ = [
     "CipherSuite",
@@ -153,11 +153,7 @@ def load_or_create_master_key(
     """The master key from the environment, else from ``key_file`` (created if allowed)."""
     if environment_value:
         return MasterKey(Secret(environment_value.strip()))
-    if not key_file.exists():
-        if not create:
-            raise FileNotFoundError(f"no audit master key at {key_file}")
-        key_file.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(MasterKey.generate().reveal() + "\n")
-    return MasterKey(Secret(key_file.read_text().strip()))
+    if not create and not key_file.exists():
+        raise FileNotFoundError(f"no audit master key at {key_file}")
+    raw = load_or_create_key(None, key_file)
+    return MasterKey(Secret(base64.b64encode(raw).decode()))
