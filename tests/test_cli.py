@@ -144,7 +144,8 @@ def test_help_lists_every_command_without_importing_the_heavy_groups() -> None:
         "import sys; from click.testing import CliRunner; from localgate.cli import main; "
         "out = CliRunner().invoke(main, ['--help']).output; "
         "print(out); print(sorted(m for m in sys.modules if m.startswith("
-        "('localgate.audit', 'localgate.vector', 'localgate.config', 'chromadb', 'alembic'))))"
+        "('localgate.audit', 'localgate.cache', 'localgate.rag', 'localgate.vectorstore', "
+        "'localgate.config', 'chromadb', 'alembic'))))"
     )
     result = subprocess.run(  # noqa: S603 - this interpreter, a fixed script
         [sys.executable, "-c", script], capture_output=True, text=True, check=True

@@ -27,14 +27,14 @@ from bench.cache.options import BUILTIN, MINILM, Options, embedders
 from bench.cache.progress import progress
 from bench.cache.prompts import MODEL, ROUTE, Redactor, ask, default_settings
 from bench.servers import BenchError
+from localgate.cache.keys import cache_key
+from localgate.cache.stage import VectorCache
 from localgate.config import CacheSettings, EmbeddingSettings
+from localgate.exchange.context import RequestContext
 from localgate.identity import Principal
 from localgate.observability import GatewayMetrics
-from localgate.pipeline.context import RequestContext
-from localgate.vector.cache import VectorCache
-from localgate.vector.cache_keys import cache_key
-from localgate.vector.embedders import Embedder, Vectors, build_embedder
-from localgate.vector.store import VectorStore
+from localgate.vectorstore.embedders import Embedder, Vectors, build_embedder
+from localgate.vectorstore.store import VectorStore
 
 __all__ = [
     "EXACT_CASES",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from localgate.cache.keys import CacheKey, cache_key
 from localgate.config import Settings, load_settings
-from localgate.frontdoor.routes import GeminiMethod, match_route
+from localgate.gemini.routes import GeminiMethod, match_route
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.stage import build_detector, new_session
-from localgate.vector.cache_keys import CacheKey, cache_key
 
 __all__ = ["GENERATE", "MODEL", "ROUTE", "UPSTREAM_KEY", "Redactor", "ask", "default_settings"]
 

@@ -18,10 +18,10 @@ from bench.cache.options import BUILTIN, Options
 from bench.cache.progress import progress
 from bench.cache.prompts import ask
 from bench.machine import Machine
-from localgate.testing import FakeGemini
 
 # The series "during a write" must follow the gateway's linger, so it is taken from there.
-from localgate.vector.cache import WRITE_LINGER_S as LINGER_S
+from localgate.cache.stage import WRITE_LINGER_S as LINGER_S
+from localgate.testing import FakeGemini
 
 __all__ = ["SPEED_ROUNDS", "Speedup", "measure_speedup"]
 

@@ -19,10 +19,10 @@ from localgate.audit.spool import Spool
 from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore, Receipt
 from localgate.errors import ServiceUnavailable
-from localgate.frontdoor.routes import match_route
+from localgate.exchange.context import RequestContext
+from localgate.gemini.routes import match_route
 from localgate.identity import Principal
 from localgate.observability.metrics import GatewayMetrics
-from localgate.pipeline.context import RequestContext
 from tests.conftest import wait_until
 
 

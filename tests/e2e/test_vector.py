@@ -13,10 +13,10 @@ import pytest
 from google import genai
 from google.genai import types
 
+from localgate.rag.library import Library
 from localgate.testing import FakeGemini
-from localgate.vector.embedders import build_embedder
-from localgate.vector.library import Library
-from localgate.vector.store import VectorStore
+from localgate.vectorstore.embedders import build_embedder
+from localgate.vectorstore.store import VectorStore
 from tests.conftest import RunningGateway, run_gateway, wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"

@@ -9,7 +9,7 @@ import pytest
 
 from localgate.config import RedactionSettings
 from localgate.errors import InvalidArgument
-from localgate.frontdoor.routes import GeminiMethod
+from localgate.gemini.routes import GeminiMethod
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import RedactionSession

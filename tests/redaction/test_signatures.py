@@ -8,7 +8,7 @@ import re
 import pytest
 
 from localgate.config import RedactionSettings
-from localgate.frontdoor.routes import GeminiMethod
+from localgate.gemini.routes import GeminiMethod
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import PolicyBlocked, RedactionSession

@@ -15,9 +15,9 @@ from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
 from localgate.audit.store import AuditStore
 from localgate.errors import ServiceUnavailable
-from localgate.framing import dump_json
+from localgate.exchange.context import RequestContext
+from localgate.gemini.framing import dump_json
 from localgate.observability.metrics import GatewayMetrics
-from localgate.pipeline.context import RequestContext
 
 __all__ = ["TrailAudit"]
 

@@ -20,15 +20,15 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from localgate.errors import InvalidArgument, LocalgateError, MethodNotAllowed
-from localgate.framing import Framing, StreamEncoder, dump_json
+from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
-from localgate.frontdoor.routes import GeminiMethod, GeminiRoute, match_route
-from localgate.frontdoor.schemas import validate_body
+from localgate.gemini.framing import Framing, StreamEncoder, dump_json
+from localgate.gemini.routes import GeminiMethod, GeminiRoute, match_route
+from localgate.gemini.schemas import validate_body
 from localgate.identity.keys import LOCALGATE_KEY_PREFIX
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Inbound, Pipeline, RequestContext
 from localgate.requestid import new_request_id
-from localgate.upstream.base import StreamReply, UnaryReply
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
 

@@ -48,8 +48,8 @@ from localgate.errors import (
     ServiceUnavailable,
     Unimplemented,
 )
-from localgate.framing import dump_json
 from localgate.frontdoor.body import BODY_TIMED_OUT
+from localgate.gemini.framing import dump_json
 
 __all__ = ["gateway_protocol"]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
+from localgate.exchange.principal import Principal
 from localgate.secret import Secret
 
 __all__ = [
@@ -44,14 +45,6 @@ _KEY_FORMAT = re.compile(r"^lg_(?P<key_id>[0-9a-f]{16})_(?P<secret>[A-Za-z0-9_-]
 TENANT_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Compared against when the key id is unknown, so both paths do the same work.
 _DUMMY_DIGEST = hashlib.sha256(b"localgate-unknown-key").digest()
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: the tenant and the key they used."""
-
-    tenant: str
-    key_id: str
 
 
 @dataclass(frozen=True, slots=True)

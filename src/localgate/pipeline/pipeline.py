@@ -9,18 +9,18 @@ from typing import Any
 import orjson
 
 from localgate.errors import LocalgateError
-from localgate.pipeline.context import Inbound, RequestContext
-from localgate.pipeline.stages import (
+from localgate.exchange.context import Inbound, RequestContext
+from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
+from localgate.exchange.stages import (
     AuditStage,
     CacheStage,
-    IdentityStage,
     LimitsStage,
-    NoRetrieval,
     Permit,
     RedactionStage,
     RetrievalStage,
 )
-from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
+from localgate.identity.stage import IdentityStage
+from localgate.pipeline.stages import NoRetrieval
 from localgate.upstream.router import Router
 
 __all__ = ["CACHE_HEADER", "Pipeline", "Reply"]

@@ -1,133 +1,16 @@
-"""The stages between identity and the router: their interfaces, and the pass-throughs.
+"""The stages that run when a feature is switched off (and limits, still a pass-through).
 
-Each stage has one job and a small interface. Redaction (``localgate.redaction``), the
-audit trail (``localgate.audit``), retrieval and the cache (``localgate.vector``)
-implement theirs; limits are still a pass-through that the pipeline calls in its final
-place, for the traffic-control work to replace without touching the pipeline. The
-``No*`` stages are what runs when a feature is switched off.
+Limits are a pass-through that the pipeline calls in their final place, for the
+traffic-control work to replace without touching the pipeline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from localgate.exchange.context import RequestContext
+from localgate.exchange.replies import UnaryReply
+from localgate.exchange.stages import Permit, RedactionStage
 
-from localgate.identity import KeyStore
-from localgate.pipeline.context import RequestContext
-from localgate.upstream.base import UnaryReply
-
-__all__ = [
-    "AuditStage",
-    "CacheStage",
-    "IdentityStage",
-    "LimitsStage",
-    "NoAudit",
-    "NoCache",
-    "NoLimits",
-    "NoRetrieval",
-    "Permit",
-    "RedactionStage",
-    "RetrievalStage",
-]
-
-
-class IdentityStage:
-    """Key → tenant. Fails closed: no principal, no further stage."""
-
-    def __init__(self, keys: KeyStore) -> None:
-        self.keys = keys
-
-    def authenticate(self, ctx: RequestContext, credential: str | None) -> None:
-        """Set ``ctx.principal`` or raise ``Unauthenticated``/``PermissionDenied``."""
-        ctx.principal = self.keys.authenticate(credential)
-
-
-class Permit(Protocol):
-    """Held while a request is in flight; released once, when its answer is complete."""
-
-    def release(self) -> None:
-        """Give the capacity back."""
-        ...
-
-
-class LimitsStage(Protocol):
-    """Per-tenant request, token and concurrency limits."""
-
-    async def admit(self, ctx: RequestContext) -> Permit:
-        """Admit the request or raise ``RESOURCE_EXHAUSTED``."""
-        ...
-
-
-class RedactionStage(Protocol):
-    """Replaces personal data in the request, and restores it in the answer."""
-
-    def redact_request(self, ctx: RequestContext, query: Sequence[tuple[str, str]] = ()) -> None:
-        """Rewrite ``ctx.body`` so that nothing sensitive is left in it; refuse personal
-        data in what cannot be rewritten (the path's model name, forwarded ``query``)."""
-        ...
-
-    def restore_answer(self, ctx: RequestContext, answer: Any) -> Any:
-        """Put the original values back into a whole answer."""
-        ...
-
-    def restore_event(self, ctx: RequestContext, event: Any) -> Any:
-        """Put the original values back into one stream event (may hold back a tail)."""
-        ...
-
-    def finish_stream(self, ctx: RequestContext) -> list[Any]:
-        """Events for anything still held back when the stream ends."""
-        ...
-
-    def redact_added(self, ctx: RequestContext, text: str, where: str) -> str:
-        """Redact text the gateway adds to the request (retrieved passages)."""
-        ...
-
-
-class RetrievalStage(Protocol):
-    """Adds passages retrieved locally (and redacted) to the request as context."""
-
-    async def augment(self, ctx: RequestContext, redaction: RedactionStage) -> None:
-        """Rewrite ``ctx.body`` to carry the passages; note their ids in ``ctx.rag``."""
-        ...
-
-
-class CacheStage(Protocol):
-    """Answers repeated (redacted) requests locally."""
-
-    async def lookup(self, ctx: RequestContext) -> UnaryReply | None:
-        """A stored answer for this request (placeholders as stored), or None."""
-        ...
-
-    def keep(self, ctx: RequestContext, answer: bytes) -> None:
-        """Note one upstream answer or stream event, serialised before restoration."""
-        ...
-
-    def complete(self, ctx: RequestContext) -> None:
-        """The upstream's answer to this request is complete: store it if it may be."""
-        ...
-
-    async def close(self) -> None:
-        """Finish any work in flight."""
-        ...
-
-
-class AuditStage(Protocol):
-    """Durable record of every call, before it leaves and when it completes."""
-
-    # Whether the completion record stores the answer (so the pipeline keeps a copy).
-    keeps_answers: bool
-
-    async def record_request(self, ctx: RequestContext) -> None:
-        """Write the request record; raise to refuse the request if it cannot be written."""
-        ...
-
-    async def record_outcome(
-        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
-    ) -> None:
-        """Write the completion record durably: forwarded, blocked, from cache, error,
-        disconnected. If it cannot be, raise to withhold the answer, unless it has already
-        been sent (``answer_sent``: a stream's last event)."""
-        ...
+__all__ = ["NoAudit", "NoCache", "NoLimits", "NoRetrieval"]
 
 
 class _NoPermit:

@@ -19,7 +19,7 @@ import binascii
 import re
 from typing import Any
 
-from localgate.frontdoor.routes import GeminiMethod
+from localgate.gemini.routes import GeminiMethod
 from localgate.redaction.session import RedactionSession
 from localgate.redaction.signatures import SIGNATURE_FIELDS
 

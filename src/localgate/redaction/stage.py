@@ -13,10 +13,11 @@ from typing import Any
 
 from localgate.config import ENV_SIGNATURE_KEY, RedactionSettings, Settings
 from localgate.errors import LocalgateError
+from localgate.exchange.context import RequestContext
 from localgate.observability import GatewayMetrics
-from localgate.pipeline.context import RequestContext
+from localgate.patterns import compile_pattern
 from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
-from localgate.redaction.custom import VALIDATORS, CustomRecognizer, compile_pattern
+from localgate.redaction.custom import VALIDATORS, CustomRecognizer
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import PolicyBlocked, RedactionSession, spaced

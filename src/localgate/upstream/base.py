@@ -2,45 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from localgate.frontdoor.routes import GeminiRoute
+from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 
 __all__ = ["StreamReply", "UnaryReply", "Upstream", "UpstreamCall"]
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamCall:
-    """What to send: the route, the (redacted) body and the client headers worth forwarding."""
-
-    route: GeminiRoute
-    body: Any
-    query: tuple[tuple[str, str], ...] = ()
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(slots=True)
-class UnaryReply:
-    """A complete answer."""
-
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class StreamReply:
-    """A streamed answer: one decoded ``GenerateContentResponse`` per event.
-
-    ``close`` must be awaited exactly once when the client is done, whether the
-    stream ended, failed or was never started: it drops the upstream connection (so
-    the upstream stops generating) and runs every stage's completion work.
-    """
-
-    events: AsyncIterator[Any]
-    close: Callable[[], Awaitable[None]]
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 class Upstream(Protocol):

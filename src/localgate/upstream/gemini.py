@@ -27,10 +27,10 @@ from localgate.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from localgate.framing import SseDecoder, dump_json
-from localgate.frontdoor.routes import GeminiRoute
+from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
+from localgate.gemini.framing import SseDecoder, dump_json
+from localgate.gemini.routes import GeminiRoute
 from localgate.secret import Secret
-from localgate.upstream.base import StreamReply, UnaryReply, UpstreamCall
 
 __all__ = ["GeminiUpstream", "open_session"]
 

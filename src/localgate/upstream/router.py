@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from localgate.frontdoor.routes import GeminiMethod, GeminiRoute
-from localgate.identity import Principal
+from localgate.exchange.principal import Principal
+from localgate.gemini.routes import GeminiMethod, GeminiRoute
 from localgate.upstream.base import Upstream
 
 __all__ = ["Router"]

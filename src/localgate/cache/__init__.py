@@ -1,0 +1,1 @@
+"""The cache stage: repeated (redacted) requests answered locally."""

@@ -1,0 +1,115 @@
+"""What one request carries through the pipeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from localgate.exchange.principal import Principal
+from localgate.gemini.framing import Framing
+from localgate.gemini.routes import GeminiRoute
+
+__all__ = ["Inbound", "RequestContext", "TokenUsage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """The client's request as the front door hands it over, body not yet read."""
+
+    credential: str | None
+    read_body: Callable[[], Awaitable[tuple[Any, int]]]
+    query: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    framing: Framing | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Token counts from the answer's ``usageMetadata``."""
+
+    prompt: int = 0
+    candidates: int = 0
+    thoughts: int = 0
+    total: int = 0
+
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> TokenUsage | None:
+        """Read ``usageMetadata``; None if it is absent or not an object."""
+        if not isinstance(metadata, dict):
+            return None
+        return cls(
+            _count(metadata.get("promptTokenCount")),
+            _count(metadata.get("candidatesTokenCount")),
+            _count(metadata.get("thoughtsTokenCount")),
+            _count(metadata.get("totalTokenCount")),
+        )
+
+
+def _count(value: Any) -> int:
+    """A token count as the answer gives it; anything but a number counts as 0."""
+    return int(value) if isinstance(value, int | float) else 0
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """State of one request, filled in stage by stage."""
+
+    request_id: str
+    route: GeminiRoute | None
+    client: str | None = None
+    received_at: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.perf_counter)
+    principal: Principal | None = None
+    body: Any = None
+    upstream: str | None = None
+    # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only
+    # by those who record it, once per request rather than once per stream event.
+    usage_metadata: dict[str, Any] | None = None
+    model_version: str | None = None
+    # Owned by the redaction stage: the request's placeholder table lives here and
+    # nowhere else, and dies with the request.
+    redaction: Any = None
+    redaction_summary: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The request's texts before redaction: only HMAC'd (and, if configured, encrypted)
+    # by the audit stage; never logged.
+    original_texts: list[str] = field(default_factory=list)
+    end_user: str | None = None
+    # The client's x-localgate-cache header (bypass, refresh) and the retrieval
+    # collection its x-localgate-rag-collection header names.
+    cache_control: str | None = None
+    rag_collection: str | None = None
+    # Owned by the cache stage: what it needs to store this request's answer, and what
+    # the x-localgate-cache response header says (hit, miss, bypass, refresh).
+    cache: Any = None
+    cache_status: str | None = None
+    # Personal data the policy let through in clear (action allow): the cache must see
+    # them as part of what a question is about. Set by the redaction stage.
+    allowed_values: frozenset[str] = frozenset()
+    # Whether the answer scan masked something the model produced: such an answer is
+    # not kept anywhere in its raw form.
+    answer_masked: bool = False
+    # Where the answer came from when not from upstream, and the retrieved passages:
+    # both go into the audit record (ids, never text).
+    served_from: dict[str, Any] | None = None
+    rag: dict[str, Any] | None = None
+    audited: bool = False
+    # The answer as the upstream sent it (placeholders, not values), for the audit record.
+    answer_events: list[bytes] = field(default_factory=list)
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """Token counts of the answer, if it gave any."""
+        return TokenUsage.from_metadata(self.usage_metadata)
+
+    def observe_answer(self, answer: Any) -> None:
+        """Note usage and model version from a response or stream event (the last one wins)."""
+        if not isinstance(answer, dict):
+            return
+        metadata = answer.get("usageMetadata")
+        if isinstance(metadata, dict):
+            self.usage_metadata = metadata
+        version = answer.get("modelVersion")
+        if isinstance(version, str):
+            self.model_version = version

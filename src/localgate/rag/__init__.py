@@ -1,0 +1,1 @@
+"""Local retrieval: the tenant's documents ingested, searched and added to requests."""

@@ -1,1 +1,0 @@
-"""The local vector layer: embeddings, the ChromaDB store, the cache and retrieval."""

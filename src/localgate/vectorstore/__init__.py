@@ -1,0 +1,1 @@
+"""The local vector store (ChromaDB, embedded or a server) and the local embedders."""
