@@ -33,6 +33,7 @@ from localgate.config import CacheSettings, EmbeddingSettings
 from localgate.exchange.context import RequestContext
 from localgate.identity import Principal
 from localgate.observability import GatewayMetrics
+from localgate.policy import TenantPolicy
 from localgate.vectorstore.embedders import Embedder, Vectors, build_embedder
 from localgate.vectorstore.store import VectorStore
 
@@ -349,7 +350,9 @@ class LookupBench:
                 principal=Principal(_tenant(call.embedder, call.size), "bench"),
                 body=call.body,
             )
-            caches = self._unindexed if call.case in FALLBACK_CASES else self._caches
+            fallback = call.case in FALLBACK_CASES
+            caches = self._unindexed if fallback else self._caches
+            ctx.policy = TenantPolicy.resolve(self.unindexed if fallback else self.settings, None)
             started = time.perf_counter()
             await caches[call.embedder].lookup(ctx)
             results.lookups.setdefault(key, []).append(time.perf_counter() - started)

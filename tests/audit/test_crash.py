@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -21,33 +19,11 @@ from localgate.audit.database import SqliteDatabase
 from localgate.audit.store import AuditReader
 from localgate.cli import main
 from localgate.testing import FakeGemini
-from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
+from tests.gateway_process import free_port, start
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def start(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "localgate", "serve", "--port", str(port)]
-    with log.open("ab") as output:
-        # The command is fixed: the test starts the gateway it tests.
-        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)  # noqa: S603
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return process.poll() is not None
-
-    wait_until(ready, timeout=STARTUP_TIMEOUT_S)
-    assert process.poll() is None, log.read_text()
-    return process
 
 
 def kill_9_under_load(

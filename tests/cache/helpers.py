@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from localgate.exchange.context import RequestContext
 from localgate.gemini.routes import match_route
 from localgate.identity import Principal
 from localgate.observability import GatewayMetrics
+from localgate.policy import PolicySnapshot
 from localgate.vectorstore.embedders import HashingEmbedder
 from localgate.vectorstore.store import VectorStore
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, with_test_timeouts
@@ -51,9 +53,22 @@ def ask(text: str, tenant: str = "acme", temperature: float | None = None) -> Re
 
 def new_cache(settings: Settings, store: VectorStore, refresh_s: float = 5.0) -> VectorCache:
     """A cache over ``store`` with the builtin embedder."""
-    return VectorCache(
+    cache = VectorCache(
         settings, store, HashingEmbedder(), GatewayMetrics(), key_refresh_s=refresh_s
     )
+    _POLICIES[cache] = PolicySnapshot.build(settings)
+    return cache
+
+
+# The policies of each cache new_cache made, as the identity stage hands them to requests.
+_POLICIES: weakref.WeakKeyDictionary[VectorCache, PolicySnapshot] = weakref.WeakKeyDictionary()
+
+
+async def look_up(cache: VectorCache, ctx: RequestContext) -> None:
+    """``cache.lookup(ctx)`` with the request's tenant policy set, as the pipeline does."""
+    assert ctx.principal is not None
+    ctx.policy = _POLICIES[cache].for_tenant(ctx.principal.tenant)
+    await cache.lookup(ctx)
 
 
 async def store_answer(
@@ -65,7 +80,7 @@ async def store_answer(
 ) -> None:
     """Ask, have the upstream answer, and wait until the answer is in the store."""
     ctx = ask(text, tenant, temperature)
-    await cache.lookup(ctx)
+    await look_up(cache, ctx)
     before = await entries(store, tenant)
     answer = {
         "candidates": [

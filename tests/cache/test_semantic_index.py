@@ -18,7 +18,7 @@ from localgate.cache.stage import VectorCache
 from localgate.config import Settings
 from localgate.vectorstore.store import VectorStore
 from tests.cache import helpers as cache_helpers
-from tests.cache.helpers import QUICK, ask, new_cache, poll, settings_from
+from tests.cache.helpers import QUICK, ask, look_up, new_cache, poll, settings_from
 
 PARKING = "What is the parking policy for visitors on weekends?"
 CONFIG = "cache:\n  enabled: true\n  semantic: {enabled: true, threshold: 0.9%s}\n"
@@ -77,7 +77,7 @@ async def store_answer(
 async def semantic(cache: VectorCache, text: str, tenant: str = "acme") -> str:
     """A semantic-eligible lookup's outcome: ``miss`` or ``hit; layer=...``."""
     ctx = ask(text, tenant, temperature=0)
-    await cache.lookup(ctx)
+    await look_up(cache, ctx)
     return str(ctx.cache_status)
 
 

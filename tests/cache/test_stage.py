@@ -17,6 +17,7 @@ from tests.cache.helpers import (
     QUICK,
     T,
     ask,
+    look_up,
     new_cache,
     poll,
     settings_from,
@@ -54,7 +55,7 @@ def store(settings: Settings) -> Iterator[CountingStore]:
 async def lookup(cache: VectorCache, text: str, **request: Any) -> str:
     """The lookup's outcome: ``miss`` or ``hit; layer=...``."""
     ctx = ask(text, **request)
-    await cache.lookup(ctx)
+    await look_up(cache, ctx)
     return str(ctx.cache_status)
 
 

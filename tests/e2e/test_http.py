@@ -631,10 +631,17 @@ def test_readyz_when_ready(gateway: RunningGateway) -> None:
         response = client.get("/readyz")
 
     assert response.status_code == 200
-    assert response.json() == {
-        "status": "ready",
-        "checks": {"state_store": "ok", "audit_trail": "ok", "upstream:gemini": "ok"},
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["checks"] == {
+        "state_store": "ok",
+        "audit_trail": "ok",
+        "upstream:gemini": "ok",
+        "config": "ok",
     }
+    config = body["config"]
+    assert (config["version"], config["reloads"], config["last_reload"]) == (1, 0, None)
+    assert len(config["hash"]) == 16
 
 
 # -- hardening ------------------------------------------------------------------------

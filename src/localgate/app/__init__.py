@@ -6,27 +6,26 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from localgate.app.vector import VectorLayer
-from localgate.audit.readiness import AuditReadiness
+from localgate.app.hangup import ReloadOnHangup
+from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
+from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
 from localgate.config import Settings
-from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
 from localgate.identity.stage import IdentityStage
 from localgate.observability import AccessLog, GatewayMetrics
-from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
+from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.upstream import GeminiUpstream, Router
@@ -37,8 +36,12 @@ __all__ = ["create_app", "server_options"]
 logger = logging.getLogger("localgate")
 
 
-def create_app(settings: Settings) -> ASGIApp:
-    """A gateway for ``settings``; resources open and close with the app's lifespan."""
+def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
+    """A gateway for ``settings``; resources open and close with the app's lifespan.
+
+    ``source`` is the configuration file the settings came from: a reload (SIGHUP,
+    ``localgate reload``) reads it again.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -59,20 +62,31 @@ def create_app(settings: Settings) -> ASGIApp:
             read_timeout_s=upstream_settings.timeout_s,
         )
         metrics = GatewayMetrics()
+        reloader = ConfigReloader(
+            PolicySnapshot.build(settings, source=str(source) if source else None),
+            source,
+            metrics,
+        )
         vector = VectorLayer.open(settings, metrics)
+        if vector is None:
+            reloader.check_before_applying(_vector_layer_needs_restart)
         router = Router(
             default=upstream,
             local_embeddings=vector.local_embeddings if vector else None,
-            embeds_locally=settings.local_embeddings_for,
+            embeds_locally=lambda tenant: reloader.current.for_tenant(tenant).local_embeddings,
         )
         for candidate in router.upstreams:
             if candidate.ready is not None:
                 logger.warning("not ready to forward: %s", candidate.ready)
         trail = AuditTrail.open(settings, metrics) if settings.proxy.enable_audit else None
+        redaction = PolicyRedaction(metrics, signature_seal(settings))
+        # Built now, and again for each reload before it is swapped in: no request pays
+        # for building a detector.
+        reloader.prepare_with(redaction.prepare)
         pipeline = Pipeline(
-            identity=IdentityStage(keys),
+            identity=IdentityStage(keys, lambda: reloader.current),
             limits=NoLimits(),
-            redaction=PolicyRedaction(settings, metrics, signature_seal(settings)),
+            redaction=redaction,
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
@@ -95,6 +109,7 @@ def create_app(settings: Settings) -> ASGIApp:
         # little (reference counting frees most per-request garbage); 2% fewer instructions per
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
+        hangup = ReloadOnHangup(reloader).install()
         try:
             yield {
                 "services": services,
@@ -102,8 +117,10 @@ def create_app(settings: Settings) -> ASGIApp:
                 "router": router,
                 "vector": vector,
                 "audit": trail.readiness if trail is not None else None,
+                "config": reloader,
             }
         finally:
+            hangup.close()
             if vector is not None:
                 await vector.close()
             if trail is not None:
@@ -145,43 +162,13 @@ def server_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def healthz(request: Request) -> Response:
-    """The process is alive."""
-    return JSONResponse({"status": "ok"})
-
-
-async def readyz(request: Request) -> Response:
-    """The stages a request needs can work: state store, audit trail, every upstream."""
-    checks: dict[str, str] = {}
-    keys: SqliteKeyStore = request.state.keys
-    try:
-        keys.check()
-        checks["state_store"] = "ok"
-    except LocalgateError as exc:
-        checks["state_store"] = exc.message
-    audit: AuditReadiness | None = request.state.audit
-    if audit is not None:
-        checks["audit_trail"] = await audit.problem() or "ok"
-    router: Router = request.state.router
-    for upstream in router.upstreams:
-        checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"
-    ready = all(value == "ok" for value in checks.values())
-    vector: VectorLayer | None = request.state.vector
-    if vector is not None:
-        # Shown, but not a reason to take the gateway out of a load balancer: without
-        # the store, requests are forwarded (the cache misses).
-        problem = await vector.store.check()
-        checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
-        status_code=200 if ready else 503,
-    )
-
-
-async def metrics(request: Request) -> Response:
-    """Prometheus text exposition."""
-    services: GatewayServices = request.state.services
-    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+def _vector_layer_needs_restart(new: Settings) -> list[str]:
+    if not needs_vector_layer(new):
+        return []
+    return [
+        "cache, rag or local_embeddings: now used, but the vector store was not opened at "
+        "start (nothing used it); takes effect after a restart"
+    ]
 
 
 class Dispatcher:
@@ -197,10 +184,7 @@ class Dispatcher:
         self.endpoint = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in _OPERATIONS:
+        if scope["type"] == "http" and scope["path"] not in OPERATIONS:
             await self.endpoint(scope, receive, send)
         else:
             await self.starlette(scope, receive, send)
-
-
-_OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})

@@ -55,7 +55,7 @@ class VectorLayer:
             store=store,
             embedder=embedder,
             cache=VectorCache(settings, store, embedder, metrics),
-            retrieval=LocalRetrieval(settings, store, Library(settings, store, embedder), metrics),
+            retrieval=LocalRetrieval(store, Library(settings, store, embedder), metrics),
             local_embeddings=LocalEmbeddings(embedder),
         )
 

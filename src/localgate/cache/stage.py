@@ -124,7 +124,6 @@ class VectorCache:
         self._store = store
         self._embedder = embedder
         self._metrics = metrics
-        self._policies: dict[str, CacheSettings] = {}
         # Per model, each modelVersion the upstream answered with and when it was first
         # seen: an entry is stale once another version has appeared after it was stored
         # (so a rollout that alternates two versions does not empty the cache). Learnt
@@ -158,8 +157,10 @@ class VectorCache:
             return None
         if not isinstance(ctx.body, dict) or route.model is None:
             return None
+        if ctx.policy is None:
+            return None
         tenant = ctx.principal.tenant
-        policy = self._policy(tenant)
+        policy = ctx.policy.cache
         if not policy.enabled or not (policy.exact or policy.semantic.enabled):
             return None
         control = (ctx.cache_control or "").strip().lower()
@@ -508,12 +509,6 @@ class VectorCache:
             if key.semantic and key.vector is not None:
                 vectors[i] = key.vector
         return vectors
-
-    def _policy(self, tenant: str) -> CacheSettings:
-        policy = self._policies.get(tenant)
-        if policy is None:
-            policy = self._policies[tenant] = self._settings.cache_for(tenant)
-        return policy
 
 
 def _worth_keeping(answer: Any) -> bool:

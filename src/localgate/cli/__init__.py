@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,10 @@ import click
 from localgate import __version__
 from localgate.cli.options import config_option, load_or_exit
 
-__all__ = ["main"]
+__all__ = ["PID_FILE", "main"]
+
+# In the data directory: the process id of the gateway `localgate serve` runs.
+PID_FILE = "localgate.pid"
 
 # Command groups imported only when used: the audit store and the vector layer take about a
 # second to import, which `localgate --help` and `localgate keys list` should not pay.
@@ -98,14 +103,56 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         bind_host,
         bind_port,
     )
-    uvicorn.run(
-        create_app(settings),
-        host=bind_host,
-        port=bind_port,
-        log_config=None,
-        log_level=settings.logging.level,
-        **server_options(settings),
-    )
+    # `localgate reload` finds the gateway by this file and signals it (SIGHUP).
+    pid_file = settings.data_dir / PID_FILE
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(f"{os.getpid()}\n", encoding="ascii")
+    try:
+        uvicorn.run(
+            create_app(settings, source),
+            host=bind_host,
+            port=bind_port,
+            log_config=None,
+            log_level=settings.logging.level,
+            **server_options(settings),
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            if pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
+                pid_file.unlink()
+
+
+@main.command()
+@config_option
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the gateway to report the reload's result.",
+)
+def reload(config_path: Path | None, timeout: float) -> None:
+    """Make the running gateway read its configuration again; print what it did.
+
+    The gateway validates the file as `localgate check` does. A rejected file changes
+    nothing: the gateway keeps running its last good configuration. Exit code 0 when
+    applied, 1 when rejected, 2 when no gateway answered.
+    """
+    from localgate.cli.reload import reload_running_gateway
+    from localgate.config import load_settings
+    from localgate.errors import ConfigError
+
+    try:
+        settings, _ = load_settings(config_path)
+    except ConfigError as exc:
+        # Checked here with the gateway's own validator: a file it would reject is not
+        # sent to it, and the problems are shown where they are being fixed.
+        click.echo(f"localgate: invalid configuration in {exc.source}:", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem}", err=True)
+        click.echo("The gateway was not asked to reload; it keeps its configuration.", err=True)
+        sys.exit(1)
+    sys.exit(reload_running_gateway(settings, timeout))
 
 
 @main.command()

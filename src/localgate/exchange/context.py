@@ -10,6 +10,7 @@ from typing import Any
 from localgate.exchange.principal import Principal
 from localgate.gemini.framing import Framing
 from localgate.gemini.routes import GeminiRoute
+from localgate.policy.snapshot import TenantPolicy
 
 __all__ = ["Inbound", "RequestContext", "TokenUsage"]
 
@@ -62,6 +63,9 @@ class RequestContext:
     received_at: float = field(default_factory=time.time)
     started: float = field(default_factory=time.perf_counter)
     principal: Principal | None = None
+    # The tenant's policy, from the configuration current when the request was
+    # authenticated; each stage reads its own section of it.
+    policy: TenantPolicy | None = None
     body: Any = None
     upstream: str | None = None
     # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only

@@ -102,6 +102,27 @@ class GatewayMetrics:
             "nor its spool (non-zero: the gateway refuses requests).",
             registry=self.registry,
         )
+        self.config_reloads = Counter(
+            "localgate_config_reloads",
+            "Configuration reloads (SIGHUP, localgate reload) by result: applied, or "
+            "rejected (the gateway kept its last good configuration).",
+            ("result",),
+            registry=self.registry,
+        )
+        self.config_last_reload_successful = Gauge(
+            "localgate_config_last_reload_successful",
+            "1 if the last configuration reload was applied (or none was tried), 0 if it was "
+            "rejected.",
+            registry=self.registry,
+        )
+        self.config_last_reload_successful.set(1)
+        self.config_info = Gauge(
+            "localgate_config_info",
+            "Always 1; its labels say which configuration the gateway runs: the hash of the "
+            "effective settings and the version (1 at start, one more per applied reload).",
+            ("hash", "version"),
+            registry=self.registry,
+        )
         self._models: set[str] = set()
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}

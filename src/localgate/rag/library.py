@@ -101,7 +101,7 @@ class Library:
         self._key: bytes | None = None
         self._store = store
         self._embedder = embedder
-        self._detectors = Detectors(settings)
+        self._detectors = Detectors(settings.proxy.redaction_rules)
 
     def ingest(
         self,

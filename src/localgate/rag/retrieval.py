@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from localgate.config import Settings
 from localgate.errors import PermissionDenied
 from localgate.exchange.context import RequestContext
 from localgate.exchange.stages import RedactionStage
@@ -38,10 +37,7 @@ _GENERATING = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENE
 class LocalRetrieval:
     """The retrieval stage on the local store."""
 
-    def __init__(
-        self, settings: Settings, store: VectorStore, library: Library, metrics: GatewayMetrics
-    ) -> None:
-        self._settings = settings
+    def __init__(self, store: VectorStore, library: Library, metrics: GatewayMetrics) -> None:
         self._store = store
         self._library = library
         self._metrics = metrics
@@ -51,10 +47,12 @@ class LocalRetrieval:
         route = ctx.route
         if route is None or route.method not in _GENERATING or ctx.principal is None:
             return
+        if ctx.policy is None:
+            return
         if not isinstance(ctx.body, dict):
             return
         tenant = ctx.principal.tenant
-        policy = self._settings.rag_for(tenant)
+        policy = ctx.policy.rag
         name = ctx.rag_collection or policy.collection
         if name is None:
             return

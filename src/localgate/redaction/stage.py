@@ -11,11 +11,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from localgate.config import ENV_SIGNATURE_KEY, RedactionSettings, Settings
+from localgate.config import ENV_SIGNATURE_KEY, RedactionRule, RedactionSettings, Settings
 from localgate.errors import LocalgateError
 from localgate.exchange.context import RequestContext
 from localgate.observability import GatewayMetrics
 from localgate.patterns import compile_pattern
+from localgate.policy.snapshot import PolicySnapshot
 from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
 from localgate.redaction.custom import VALIDATORS, CustomRecognizer
 from localgate.redaction.detector import Detector
@@ -49,7 +50,23 @@ def new_session(
     open_signature: Callable[[object], str | None] | None = None,
 ) -> RedactionSession:
     """A session applying ``policy`` and the configured custom rules' own actions."""
-    rules = settings.proxy.redaction_rules
+    return _session(
+        policy,
+        settings.proxy.redaction_rules,
+        detector,
+        reversible=reversible,
+        open_signature=open_signature,
+    )
+
+
+def _session(
+    policy: RedactionSettings,
+    rules: Sequence[RedactionRule],
+    detector: Detector,
+    *,
+    reversible: bool = True,
+    open_signature: Callable[[object], str | None] | None = None,
+) -> RedactionSession:
     return RedactionSession(
         policy,
         detector,
@@ -70,34 +87,58 @@ def signature_seal(settings: Settings) -> SignatureSeal:
 
 def build_detector(settings: Settings, redaction: RedactionSettings) -> Detector:
     """The detector for one policy: built-ins (names optional) plus the configured rules."""
+    return _detector(redaction.detect_names, redaction.min_score, settings.proxy.redaction_rules)
+
+
+def _detector(names: bool, min_score: float, rules: Sequence[RedactionRule]) -> Detector:
     custom = [
         CustomRecognizer(
             type=rule.type,
             pattern=compile_pattern(rule.pattern),
             validate=VALIDATORS[rule.validator] if rule.validator else None,
         )
-        for rule in settings.proxy.redaction_rules
+        for rule in rules
     ]
-    return Detector.builtin(
-        names=redaction.detect_names, extra=custom, min_score=redaction.min_score
-    )
+    return Detector.builtin(names=names, extra=custom, min_score=min_score)
+
+
+_DetectorKey = tuple[bool, float, tuple[RedactionRule, ...]]
 
 
 class Detectors:
-    """The detectors of the configured policies: one per (names on or off, minimum score),
-    built on first use and shared by every policy that needs it."""
+    """The detectors of the configured policies: one per (names on or off, minimum score,
+    custom rules), built on first use and shared by every policy that needs it."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._built: dict[tuple[bool, float], Detector] = {}
+    def __init__(self, rules: tuple[RedactionRule, ...] = ()) -> None:
+        self._rules = rules
+        self._built: dict[_DetectorKey, Detector] = {}
+        self._wanted: set[_DetectorKey] = set()
 
-    def for_policy(self, policy: RedactionSettings) -> Detector:
-        """The detector that ``policy`` calls for."""
-        key = (policy.detect_names, policy.min_score)
+    def for_policy(
+        self, policy: RedactionSettings, rules: tuple[RedactionRule, ...] | None = None
+    ) -> Detector:
+        """The detector that ``policy`` (with ``rules``, else the configured ones) calls for."""
+        key = (policy.detect_names, policy.min_score, self._rules if rules is None else rules)
         detector = self._built.get(key)
         if detector is None:
-            detector = self._built[key] = build_detector(self._settings, policy)
+            detector = self._built[key] = _detector(*key)
         return detector
+
+    def prepare(self, snapshot: PolicySnapshot) -> None:
+        """Build the detectors ``snapshot``'s policies need (before it is swapped in), and
+        forget those that neither it nor the snapshot before it uses."""
+        keys = {
+            (policy.redaction.detect_names, policy.redaction.min_score, policy.redaction_rules)
+            for policy in snapshot.policies()
+            if policy.redaction.enabled
+        }
+        built = dict(self._built)
+        for key in keys - set(built):
+            built[key] = _detector(*key)
+        kept = keys | self._wanted
+        # One assignment: the event loop's thread sees the old dict or the new one, whole.
+        self._built = {key: detector for key, detector in built.items() if key in kept}
+        self._wanted = keys
 
 
 class _State:
@@ -114,16 +155,15 @@ class _State:
 class PolicyRedaction:
     """Redacts requests by each tenant's policy and restores placeholders in answers."""
 
-    def __init__(
-        self, settings: Settings, metrics: GatewayMetrics, signatures: SignatureSeal
-    ) -> None:
-        self._settings = settings
+    def __init__(self, metrics: GatewayMetrics, signatures: SignatureSeal) -> None:
         self._metrics = metrics
         self._signatures = signatures
-        self._detectors = Detectors(settings)
-        self._policies: dict[str, RedactionSettings] = {}
-        # Built now, not on the first request: the first request should not pay for it.
-        self._detectors.for_policy(settings.proxy.redaction)
+        self._detectors = Detectors()
+
+    def prepare(self, snapshot: PolicySnapshot) -> None:
+        """Build the detectors of a policy snapshot before it is used: at start, and for
+        each reload before the swap, so no request pays for building them."""
+        self._detectors.prepare(snapshot)
 
     def redact_request(self, ctx: RequestContext, query: Sequence[tuple[str, str]] = ()) -> None:
         """Rewrite ``ctx.body``; refuse (never forward) if anything goes wrong.
@@ -131,18 +171,19 @@ class PolicyRedaction:
         The path's model name and the forwarded ``query`` parameters go upstream too,
         but cannot be rewritten: personal data in them refuses the request.
         """
-        if ctx.principal is None or ctx.route is None:
+        if ctx.principal is None or ctx.route is None or ctx.policy is None:
             raise RedactionFailed("Redaction needs an authenticated request.")
         tenant = ctx.principal.tenant
-        policy = self._policy(tenant)
+        policy = ctx.policy.redaction
         if not policy.enabled:
             return
         started = time.perf_counter()
         signatures = self._signatures
-        session = new_session(
-            self._settings,
+        rules = ctx.policy.redaction_rules
+        session = _session(
             policy,
-            self._detectors.for_policy(policy),
+            rules,
+            self._detectors.for_policy(policy, rules),
             open_signature=lambda presented: signatures.open(tenant, presented),
         )
         try:
@@ -224,12 +265,6 @@ class PolicyRedaction:
         for entity_type, count in counts.items():
             self._metrics.redaction_findings.labels(entity_type, "mask_in_answer").inc(count)
         counts.clear()
-
-    def _policy(self, tenant: str) -> RedactionSettings:
-        policy = self._policies.get(tenant)
-        if policy is None:
-            policy = self._policies[tenant] = self._settings.redaction_for(tenant)
-        return policy
 
     def _count(
         self, session: RedactionSession, since: Counter[tuple[str, str]] | None = None

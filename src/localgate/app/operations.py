@@ -1,0 +1,91 @@
+"""The operations routes: /healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from localgate.app.vector import VectorLayer
+from localgate.audit.readiness import AuditReadiness
+from localgate.errors import LocalgateError
+from localgate.frontdoor.endpoint import GatewayServices
+from localgate.identity import SqliteKeyStore
+from localgate.observability.metrics import CONTENT_TYPE_LATEST
+from localgate.policy import ConfigReloader
+from localgate.upstream import Router
+
+__all__ = ["OPERATIONS", "healthz", "metrics", "readyz"]
+
+# The paths of the routes below.
+OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+async def healthz(request: Request) -> Response:
+    """The process is alive."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The stages a request needs can work: state store, audit trail, every upstream."""
+    checks: dict[str, str] = {}
+    keys: SqliteKeyStore = request.state.keys
+    try:
+        keys.check()
+        checks["state_store"] = "ok"
+    except LocalgateError as exc:
+        checks["state_store"] = exc.message
+    audit: AuditReadiness | None = request.state.audit
+    if audit is not None:
+        checks["audit_trail"] = await audit.problem() or "ok"
+    router: Router = request.state.router
+    for upstream in router.upstreams:
+        checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"
+    ready = all(value == "ok" for value in checks.values())
+    reloader: ConfigReloader = request.state.config
+    # Shown, not a reason to be taken out of a load balancer: a rejected reload leaves
+    # the last good configuration running.
+    checks["config"] = _config_check(reloader)
+    vector: VectorLayer | None = request.state.vector
+    if vector is not None:
+        # Shown, but not a reason to take the gateway out of a load balancer: without
+        # the store, requests are forwarded (the cache misses).
+        problem = await vector.store.check()
+        checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
+    return JSONResponse(
+        {
+            "status": "ready" if ready else "not ready",
+            "checks": checks,
+            "config": _config_detail(reloader),
+        },
+        status_code=200 if ready else 503,
+    )
+
+
+def _config_check(reloader: ConfigReloader) -> str:
+    last = reloader.last
+    if last is None or last.applied:
+        return "ok"
+    return (
+        f"last reload rejected ({len(last.problems)} problem(s)); running version "
+        f"{last.version} ({last.hash})"
+    )
+
+
+def _config_detail(reloader: ConfigReloader) -> dict[str, Any]:
+    """Which configuration runs, and what the last reload did (for ``localgate reload``)."""
+    current = reloader.current
+    return {
+        "version": current.version,
+        "hash": current.hash,
+        "source": current.source,
+        "reloads": reloader.attempts,
+        "last_reload": reloader.last.as_dict() if reloader.last is not None else None,
+    }
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
+    services: GatewayServices = request.state.services
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

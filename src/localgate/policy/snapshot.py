@@ -1,0 +1,103 @@
+"""Each tenant's policy, resolved once from one configuration into an immutable snapshot.
+
+The identity stage hands a request its tenant's ``TenantPolicy``; every later stage reads
+its own section from there (redaction, cache, retrieval, local embeddings) and nothing
+from the whole ``Settings``. A request keeps the policy it started with: a reload builds
+a new snapshot and swaps it in, and requests in flight finish on the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import orjson
+
+from localgate.config import (
+    CacheSettings,
+    RagSettings,
+    RedactionRule,
+    RedactionSettings,
+    Settings,
+)
+
+__all__ = ["PolicySnapshot", "TenantPolicy", "config_hash"]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPolicy:
+    """What the stages apply to one tenant's requests, each stage reading its own section."""
+
+    redaction: RedactionSettings
+    # The configured custom rules: what they detect and what their own action is.
+    redaction_rules: tuple[RedactionRule, ...]
+    cache: CacheSettings
+    rag: RagSettings
+    local_embeddings: bool
+    # The configuration version it was resolved from (in the audit of a reload's effect).
+    version: int = 0
+
+    @classmethod
+    def resolve(cls, settings: Settings, tenant: str | None, version: int = 0) -> TenantPolicy:
+        """``tenant``'s policy under ``settings`` (None: the policy of unnamed tenants)."""
+        name = tenant or ""
+        return cls(
+            redaction=settings.redaction_for(name) if tenant else settings.proxy.redaction,
+            redaction_rules=settings.proxy.redaction_rules,
+            cache=settings.cache_for(name),
+            rag=settings.rag_for(name),
+            local_embeddings=settings.local_embeddings_for(name),
+            version=version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySnapshot:
+    """Every tenant's policy under one configuration version; never changed once built."""
+
+    settings: Settings
+    version: int
+    hash: str
+    source: str | None
+    loaded_at: float
+    default: TenantPolicy
+    tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        version: int = 1,
+        source: str | None = None,
+        loaded_at: float = 0.0,
+    ) -> PolicySnapshot:
+        """Resolve every configured tenant's policy (and the default) from ``settings``."""
+        return cls(
+            settings=settings,
+            version=version,
+            hash=config_hash(settings),
+            source=source,
+            loaded_at=loaded_at,
+            default=TenantPolicy.resolve(settings, None, version),
+            tenants=MappingProxyType(
+                {name: TenantPolicy.resolve(settings, name, version) for name in settings.tenants}
+            ),
+        )
+
+    def for_tenant(self, tenant: str) -> TenantPolicy:
+        """``tenant``'s policy: its own if the configuration names it, else the default."""
+        return self.tenants.get(tenant, self.default)
+
+    def policies(self) -> list[TenantPolicy]:
+        """The default policy and each named tenant's."""
+        return [self.default, *self.tenants.values()]
+
+
+def config_hash(settings: Settings) -> str:
+    """A short digest of the effective configuration (file and environment; no secrets)."""
+    dumped = settings.model_dump(mode="json")
+    digest = hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return digest[:16]
