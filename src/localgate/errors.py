@@ -13,6 +13,7 @@ error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
     ├── Unauthenticated                  401 UNAUTHENTICATED
     ├── PermissionDenied                 403 PERMISSION_DENIED
     ├── NotFound                         404 NOT_FOUND
+    ├── FailedPrecondition               400 FAILED_PRECONDITION
     ├── MethodNotAllowed                 405 INVALID_ARGUMENT
     ├── Unimplemented                    501 UNIMPLEMENTED
     ├── ServiceUnavailable               503 UNAVAILABLE
@@ -32,6 +33,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ConfigError",
+    "FailedPrecondition",
     "HeaderTooLarge",
     "InvalidArgument",
     "LocalgateError",
@@ -128,6 +130,14 @@ class NotFound(LocalgateError):
 
     http_status = 404
     status = "NOT_FOUND"
+
+
+class FailedPrecondition(LocalgateError):
+    """The operation cannot run in the state things are in (a key file not readable here, a
+    record no signed checkpoint covers yet); the message says what to do first."""
+
+    http_status = 400
+    status = "FAILED_PRECONDITION"
 
 
 class MethodNotAllowed(LocalgateError):

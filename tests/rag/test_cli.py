@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from localgate.cli.vector import rag
+from localgate.cli.rag import rag
 from tests.rag.fixtures.texts import CONFIG, LEAVE, VPN
 
 

@@ -1,4 +1,8 @@
-"""The ``localgate`` command: serve, check a configuration, manage tenant keys."""
+"""The ``localgate`` command: serve, check a configuration, redact; the command groups.
+
+Each group lives in a module of its own (``keys``, ``tenants``, ``audit``, ``cache``, ``rag``)
+and is a thin layer over an admin service (``localgate.admin``): it parses, calls, formats.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -22,21 +25,28 @@ __all__ = ["PID_FILE", "main"]
 PID_FILE = "localgate.pid"
 
 # Command groups imported only when used: the audit store and the vector layer take about a
-# second to import, which `localgate --help` and `localgate keys list` should not pay.
+# second to import, which `localgate --help` and `localgate keys list` should not pay, and
+# each group pays only for the service it calls.
 # name -> (module, attribute, the one-line help shown in `localgate --help`)
 _LAZY_GROUPS = {
+    "keys": ("localgate.cli.keys", "keys", "Create, list and revoke tenant API keys."),
+    "tenants": (
+        "localgate.cli.tenants",
+        "tenants",
+        "The tenants in the configuration and the key store, with their effective policy.",
+    ),
     "audit": (
         "localgate.cli.audit",
         "audit",
         "Verify, prove, inspect and maintain the audit trail.",
     ),
     "cache": (
-        "localgate.cli.vector",
+        "localgate.cli.cache",
         "cache",
         "The local answer cache: what it holds, and clearing it.",
     ),
     "rag": (
-        "localgate.cli.vector",
+        "localgate.cli.rag",
         "rag",
         "Local retrieval: ingest documents, search them, list and delete collections.",
     ),
@@ -83,6 +93,7 @@ def main() -> None:
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
 def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     """Run the gateway."""
+
     import uvicorn
 
     from localgate.app import create_app, server_options
@@ -183,6 +194,7 @@ def redact(
     config_path: Path | None, text: str | None, tenant: str | None, detect_jsonl: bool
 ) -> None:
     """Show what the gateway would send for TEXT, and what it found (types and positions)."""
+
     from localgate.redaction.session import PolicyBlocked
     from localgate.redaction.stage import build_detector, new_session
 
@@ -221,93 +233,3 @@ def redact(
             f"{session.action_for(finding.type):<13} score {finding.score:.2f}",
             err=True,
         )
-
-
-@main.group()
-def keys() -> None:
-    """Create, list and revoke tenant API keys."""
-
-
-def _key_store(config_path: Path | None) -> Any:
-    from localgate.identity import SqliteKeyStore
-
-    settings, _ = load_or_exit(config_path)
-    return SqliteKeyStore(settings.state_db_path)
-
-
-@keys.command("create")
-@config_option
-@click.option("--tenant", required=True, help="Tenant the key belongs to.")
-@click.option("--label", default="", help="Free-text note, e.g. the application using the key.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON object for scripts.")
-def keys_create(config_path: Path | None, tenant: str, label: str, as_json: bool) -> None:
-    """Create a key; it is printed once and stored only as a hash."""
-    store = _key_store(config_path)
-    try:
-        issued = store.create(tenant, label)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--tenant") from exc
-    finally:
-        store.close()
-    if as_json:
-        click.echo(
-            json.dumps(
-                {"tenant": issued.tenant, "key_id": issued.key_id, "key": issued.key.reveal()}
-            )
-        )
-        return
-    click.echo(f"Created key {issued.key_id} for tenant {issued.tenant}.")
-    click.echo("Store it now; it cannot be shown again:")
-    click.echo(issued.key.reveal())
-
-
-@keys.command("list")
-@config_option
-@click.option("--tenant", default=None, help="Only this tenant's keys.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines for scripts.")
-def keys_list(config_path: Path | None, tenant: str | None, as_json: bool) -> None:
-    """List keys (ids, tenants, state; never the keys themselves)."""
-    store = _key_store(config_path)
-    try:
-        records = store.list(tenant)
-    finally:
-        store.close()
-    if as_json:
-        for record in records:
-            click.echo(
-                json.dumps(
-                    {
-                        "key_id": record.key_id,
-                        "tenant": record.tenant,
-                        "label": record.label,
-                        "created_at": record.created_at,
-                        "revoked_at": record.revoked_at,
-                    }
-                )
-            )
-        return
-    if not records:
-        click.echo("No keys.")
-        return
-    click.echo(f"{'KEY ID':<18}{'TENANT':<20}{'CREATED':<27}{'STATE':<9}LABEL")
-    for record in records:
-        state = "revoked" if record.revoked_at else "active"
-        click.echo(
-            f"{record.key_id:<18}{record.tenant:<20}{record.created_at:<27}{state:<9}{record.label}"
-        )
-
-
-@keys.command("revoke")
-@config_option
-@click.argument("key_id")
-def keys_revoke(config_path: Path | None, key_id: str) -> None:
-    """Revoke a key; the running gateway refuses it from the next request on."""
-    store = _key_store(config_path)
-    try:
-        found = store.revoke(key_id)
-    finally:
-        store.close()
-    if not found:
-        click.echo(f"localgate: no key with id {key_id}", err=True)
-        sys.exit(1)
-    click.echo(f"Revoked key {key_id}.")

@@ -1,0 +1,461 @@
+"""The audit trail for auditors and operators: verify, sign, prove, inspect and maintain it.
+
+Every method opens its own read connection and closes it before returning (``export``:
+when the iteration ends), so one ``AuditAdmin`` can serve many calls. ``check_proof``
+needs no configuration at all: only a proof and the log's public key.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from localgate.audit.anchor import Anchor, read_anchor
+from localgate.audit.checkpoint import CheckpointError, CheckpointSigner, CheckpointVerifier
+from localgate.audit.checkpointing import Checkpointer
+from localgate.audit.crypto import (
+    CipherSuite,
+    DecryptionError,
+    MasterKey,
+    load_or_create_master_key,
+)
+from localgate.audit.keyring import Keyring
+from localgate.audit.merkle import inclusion_proof, verify_inclusion
+from localgate.audit.migrate import upgrade_schema
+from localgate.audit.records import parse_header
+from localgate.audit.retention import PurgeOutcome, purge_tenants, shred_expired
+from localgate.audit.store import AuditReader, AuditStore, StoredRecord, associated_data
+from localgate.audit.trail import database, master_key, signer
+from localgate.audit.verify import TenantReport, verify_all
+from localgate.config import Settings
+from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
+
+__all__ = [
+    "AuditAdmin",
+    "AuditRecord",
+    "AuditVerification",
+    "InclusionProof",
+    "KeyRotation",
+    "PromptMatch",
+    "ProofCheck",
+    "PurgeOutcome",
+    "SignedHead",
+    "TenantReport",
+    "check_proof",
+]
+
+RecordKind = Literal["request", "answer"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerification:
+    """What ``AuditAdmin.verify`` found: per tenant, and about the anchor."""
+
+    signatures_checked: bool  # False: no verifier key, checkpoint signatures were not checked
+    anchor_dir: Path | None  # the external anchor compared against; None: none configured
+    anchor_missing: str | None  # the anchor folder could not be read, though it should be
+    anchor_problems: list[str]  # what in the anchor itself does not verify
+    reports: list[TenantReport]
+
+    @property
+    def ok(self) -> bool:
+        """Every tenant's log and the anchor verified."""
+        return (
+            self.anchor_missing is None
+            and not self.anchor_problems
+            and all(report.ok for report in self.reports)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SignedHead:
+    """A tenant's log head that ``checkpoint`` signed."""
+
+    tenant: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """A stored record: its header and, when asked and possible, its decrypted contents."""
+
+    tenant: str
+    seq: int
+    header: dict[str, Any]  # empty once the record's metadata was purged
+    # "payload" and "original_prompt" when decrypted: the JSON stored, or
+    # {"unavailable": reason} when its key was destroyed or does not open it.
+    decrypted: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as ``localgate audit show`` and ``export`` print it."""
+        return {"tenant": self.tenant, "seq": self.seq, "header": self.header, **self.decrypted}
+
+
+@dataclass(frozen=True, slots=True)
+class InclusionProof:
+    """That a record is in its tenant's log as a signed checkpoint fixed it."""
+
+    suite: str
+    tenant: str
+    seq: int
+    header: bytes  # the record's leaf: its canonical header
+    checkpoint: str  # the signed note of the first checkpoint covering it
+    proof: list[bytes]  # the Merkle audit path from the leaf to the checkpoint's root
+
+    def as_json(self) -> dict[str, Any]:
+        """The proof file's content, as ``check_proof`` reads it."""
+        return {
+            "suite": self.suite,
+            "tenant": self.tenant,
+            "seq": self.seq,
+            "header": base64.b64encode(self.header).decode(),
+            "checkpoint": self.checkpoint,
+            "proof": [base64.b64encode(node).decode() for node in self.proof],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProofCheck:
+    """The verdict on a proof; what it proves when valid, why not otherwise."""
+
+    valid: bool
+    problem: str | None = None
+    kind: str | None = None
+    seq: int | None = None
+    tenant: str | None = None
+    request_id: str | None = None
+    time: str | None = None
+    origin: str | None = None  # the log that signed the checkpoint
+    size: int | None = None  # the log's size at that checkpoint
+    signed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRotation:
+    """What ``rotate_master_key`` did."""
+
+    rewrapped: int  # data keys now wrapped under the new master key
+    master_key_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMatch:
+    """A request whose prompt was exactly the texts asked about."""
+
+    request_id: str | None
+    time: str | None
+
+
+class AuditAdmin:
+    """Operations on the configured audit trail (SQLite or PostgreSQL)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    # -- reading ---------------------------------------------------------------------
+
+    def verify(
+        self,
+        tenant: str | None = None,
+        checkpoint_dir: Path | None = None,
+        verifier_key: str | None = None,
+    ) -> AuditVerification:
+        """Recompute every log (or ``tenant``'s) against its checkpoints and the anchor.
+
+        ``checkpoint_dir`` overrides ``audit.checkpoint_export_dir``; ``verifier_key``
+        overrides the key derived from the signing key file.
+        """
+        reader = self._reader()
+        try:
+            verifier = self._verifier(verifier_key)
+            folder = checkpoint_dir or self._settings.audit.checkpoint_export_dir
+            anchor: Anchor | None = None
+            missing = None
+            if folder is not None:
+                try:
+                    anchor = read_anchor(folder, verifier, self._settings.audit.log_name)
+                except FileNotFoundError as exc:
+                    # An anchor that vanished is not an empty one, unless nothing was
+                    # signed yet.
+                    if checkpoint_dir is not None or any(
+                        reader.checkpoints(name) for name in reader.known_tenants()
+                    ):
+                        missing = str(exc)
+            result = verify_all(reader, _suite(reader), verifier, anchor, tenant)
+        finally:
+            reader.close()
+        return AuditVerification(
+            signatures_checked=verifier is not None,
+            anchor_dir=folder,
+            anchor_missing=missing,
+            anchor_problems=result.anchor_problems,
+            reports=result.reports,
+        )
+
+    def verifier_key(self) -> str:
+        """The public key auditors check checkpoints and proofs with."""
+        return self._required_signer().verifier_key()
+
+    def records(self, request_id: str, *, decrypt: bool = False) -> list[AuditRecord]:
+        """The records of one request (its request and answer); ``NotFound`` if none."""
+        reader = self._reader()
+        try:
+            stored = reader.by_request(request_id)
+            if not stored:
+                raise NotFound(f"no audit record for request {request_id}")
+            suite = _suite(reader)
+            keyring = self._keyring(reader, suite) if decrypt else None
+            return [_record(record, keyring, suite) for record in stored]
+        finally:
+            reader.close()
+
+    def export(self, tenant: str | None = None, *, decrypt: bool = False) -> Iterator[AuditRecord]:
+        """Every record (of ``tenant``, or of every tenant in turn), read as iterated.
+
+        What stops it (no audit log, no master key to decrypt with) is raised here, before
+        the first record; the connection closes when the iteration ends.
+        """
+        reader = self._reader()
+        try:
+            suite = _suite(reader)
+            keyring = self._keyring(reader, suite) if decrypt else None
+            tenants = [tenant] if tenant else reader.tenants()
+        except BaseException:
+            reader.close()
+            raise
+        return _exported(reader, tenants, keyring, suite)
+
+    def prove(self, request_id: str, kind: RecordKind = "request") -> InclusionProof:
+        """An inclusion proof for one record, against the first checkpoint that covers it."""
+        reader = self._reader()
+        try:
+            suite = _suite(reader)
+            matches = [r for r in reader.by_request(request_id) if r.kind == kind]
+            if not matches or matches[0].header is None:
+                raise NotFound(f"no {kind} record for request {request_id}")
+            record = matches[0]
+            header = matches[0].header
+            signed = [
+                (size, note)
+                for size, note in reader.checkpoints(record.tenant)
+                if size > record.seq
+            ]
+            if not signed:
+                raise FailedPrecondition(
+                    "no signed checkpoint covers this record yet; run 'localgate audit checkpoint'"
+                )
+            size, note = signed[0]
+            leaves = reader.leaf_hashes(record.tenant, size)
+            path = inclusion_proof(suite.tree_hasher(), record.seq, leaves)
+        finally:
+            reader.close()
+        return InclusionProof(suite.name, record.tenant, record.seq, header, note, path)
+
+    def find_prompt(self, tenant: str, texts: Sequence[str]) -> list[PromptMatch]:
+        """The requests of ``tenant`` that sent exactly ``texts`` (compared by HMAC; nothing
+        is decrypted, but the master key is needed to open the tenant's HMAC key)."""
+        reader = self._reader()
+        try:
+            suite = _suite(reader)
+            keyring = Keyring(reader.db, self._master_key("comparing prompts"), suite)
+            _, mac_key = keyring.current(tenant, "hmac", "-")
+            wanted = suite.mac(mac_key, "\n".join(texts).encode()).hex()
+            found = []
+            for record in reader.records(tenant):
+                header = parse_header(record.header) if record.header else {}
+                if header.get("prompt_hmac") == wanted:
+                    found.append(PromptMatch(header.get("request_id"), header.get("time")))
+            return found
+        finally:
+            reader.close()
+
+    # -- maintaining -----------------------------------------------------------------
+
+    def checkpoint(self) -> list[SignedHead]:
+        """Sign the head of every log that grew since its last checkpoint (and export it)."""
+        key = self._required_signer()
+        reader = self._reader()
+        try:
+            # It writes (checkpoints, tenant lists), maybe before any upgraded gateway ran.
+            upgrade_schema(reader.db.sqlalchemy_url)
+            made = Checkpointer(
+                reader,
+                _suite(reader).tree_hasher(),
+                key,
+                self._settings.audit.log_name,
+                self._settings.audit.checkpoint_export_dir,
+            ).run()
+        finally:
+            reader.close()
+        return [SignedHead(tenant, size) for tenant, size in made]
+
+    def rotate_master_key(self, new_key_file: Path) -> KeyRotation:
+        """Re-wrap every data key under the master key in ``new_key_file`` (created if
+        missing); records are not rewritten. The gateway must then be pointed at it."""
+        reader = self._reader()
+        try:
+            old = self._master_key("rotating")
+            try:
+                new = load_or_create_master_key(None, new_key_file, create=True)
+            except (OSError, ValueError) as exc:
+                raise InvalidArgument(f"the new master key {new_key_file}: {exc}") from exc
+            rows = reader.db.execute(
+                "SELECT key_id, wrapped FROM audit_keys WHERE wrapped IS NOT NULL"
+            ).fetchall()
+            reader.db.begin()
+            try:
+                for key_id, wrapped in rows:
+                    reader.db.execute(
+                        "UPDATE audit_keys SET wrapped=?, master_key_id=? WHERE key_id=?",
+                        (new.wrap(old.unwrap(wrapped, key_id), key_id), new.key_id, key_id),
+                    )
+            except DecryptionError as exc:
+                reader.db.rollback()
+                raise FailedPrecondition(
+                    f"the current master key does not open data key {key_id}; nothing was "
+                    "re-wrapped"
+                ) from exc
+            reader.db.commit()
+        finally:
+            reader.close()
+        return KeyRotation(len(rows), new.key_id)
+
+    def shred(self, now: datetime | None = None) -> list[str]:
+        """Destroy the data keys whose retention has ended (by ``now``); their ids."""
+        reader = self._reader()
+        try:
+            return shred_expired(reader, self._settings.audit, now or datetime.now(UTC))
+        finally:
+            reader.close()
+
+    def purge(self, now: datetime | None = None) -> list[PurgeOutcome]:
+        """Erase metadata past ``audit.metadata_retention_days`` behind signed purge markers;
+        per tenant due, what was purged or why it was refused."""
+        key = self._required_signer()
+        reader = self._reader()
+        try:
+            store = AuditStore(
+                database(self._settings), self._master_key("purging"), _suite(reader)
+            )
+            store.start()
+            try:
+                return purge_tenants(
+                    store, reader, self._settings.audit, key, now or datetime.now(UTC)
+                )
+            finally:
+                store.close()
+        finally:
+            reader.close()
+
+    # -- resources -------------------------------------------------------------------
+
+    def _reader(self) -> AuditReader:
+        settings = self._settings
+        if settings.audit.store == "sqlite" and not settings.audit_db_path.exists():
+            raise NotFound(f"no audit log at {settings.audit_db_path}")
+        return AuditReader(database(settings)())
+
+    def _verifier(self, key: str | None) -> CheckpointVerifier | None:
+        if key:
+            try:
+                return CheckpointVerifier.from_key_string(key)
+            except CheckpointError as exc:
+                raise InvalidArgument(f"not a verifier key: {exc}") from exc
+        own = signer(self._settings, create=False)
+        return CheckpointVerifier.from_key_string(own.verifier_key()) if own else None
+
+    def _required_signer(self) -> CheckpointSigner:
+        """The signing key (checkpoints and purge markers are signed), or a clear error."""
+        key = signer(self._settings, create=False)
+        if key is None:
+            raise FailedPrecondition(
+                f"cannot read the signing key {self._settings.audit_signing_key_path}; run "
+                "this where the key is (audit.signing_key_file)"
+            )
+        return key
+
+    def _master_key(self, purpose: str) -> MasterKey:
+        try:
+            return master_key(self._settings, create=False)
+        except (FileNotFoundError, PermissionError, ValueError) as exc:
+            raise FailedPrecondition(f"{purpose} needs the audit master key: {exc}") from exc
+
+    def _keyring(self, reader: AuditReader, suite: CipherSuite) -> Keyring:
+        return Keyring(reader.db, self._master_key("decrypting"), suite)
+
+
+def check_proof(proof_text: str, verifier_key: str) -> ProofCheck:
+    """Check a proof file's content offline, with only the log's public key."""
+    try:
+        data = json.loads(proof_text)
+        verifier = CheckpointVerifier.from_key_string(verifier_key)
+        checkpoint = verifier.verify(data["checkpoint"])
+        header = base64.b64decode(data["header"])
+        path = [base64.b64decode(node) for node in data["proof"]]
+        hasher = CipherSuite(data["suite"]).tree_hasher()
+        seq = data["seq"]
+        fields = parse_header(header)
+        included = verify_inclusion(
+            hasher, seq, checkpoint.size, hasher.hash_leaf(header), path, checkpoint.root
+        )
+    except (CheckpointError, KeyError, TypeError, ValueError) as exc:
+        return ProofCheck(False, str(exc))
+    if not included or fields.get("seq") != seq:
+        return ProofCheck(False, "the record is not in the signed log")
+    return ProofCheck(
+        True,
+        kind=_text(fields.get("kind")),
+        seq=seq,
+        tenant=_text(fields.get("tenant")),
+        request_id=_text(fields.get("request_id")),
+        time=_text(fields.get("time")),
+        origin=checkpoint.origin,
+        size=checkpoint.size,
+        signed_at=checkpoint.time,
+    )
+
+
+def _suite(reader: AuditReader) -> CipherSuite:
+    row = reader.db.execute("SELECT value FROM audit_meta WHERE name='suite'").fetchone()
+    return CipherSuite("sm" if row and row[0] == "sm" else "standard")
+
+
+def _exported(
+    reader: AuditReader, tenants: list[str], keyring: Keyring | None, suite: CipherSuite
+) -> Iterator[AuditRecord]:
+    try:
+        for name in tenants:
+            for record in reader.records(name):
+                yield _record(record, keyring, suite)
+    finally:
+        reader.close()
+
+
+def _record(record: StoredRecord, keyring: Keyring | None, suite: CipherSuite) -> AuditRecord:
+    header = parse_header(record.header) if record.header else {}
+    decrypted: dict[str, Any] = {}
+    if keyring is not None:
+        for column, purpose, name in (
+            (record.payload, "payload", "payload"),
+            (record.original, "prompt", "original_prompt"),
+        ):
+            if column is None:
+                continue
+            try:
+                key = keyring.by_id(header[f"{purpose}_key"])
+                plain = suite.decrypt(
+                    key, column, associated_data(record.tenant, record.seq, purpose)
+                )
+                decrypted[name] = json.loads(plain)
+            except DecryptionError as exc:
+                decrypted[name] = {"unavailable": str(exc)}
+    return AuditRecord(record.tenant, record.seq, header, decrypted)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
