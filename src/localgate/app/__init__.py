@@ -29,7 +29,7 @@ from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
-from localgate.upstream import GeminiUpstream, Router
+from localgate.upstream import GeminiUpstream, Router, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
 
 __all__ = ["create_app", "server_options"]
@@ -76,7 +76,7 @@ def create_app(settings: Settings) -> ASGIApp:
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
-            router=router,
+            dispatcher=UpstreamDispatcher(router),
         )
         services = GatewayServices(
             pipeline=pipeline,

@@ -130,6 +130,8 @@ class TrailAudit:
         }
         if ctx.upstream:
             fields["upstream"] = ctx.upstream
+            if ctx.attempt > 1:
+                fields["attempt"] = ctx.attempt
         if ctx.model_version:
             fields["model_version"] = ctx.model_version
         usage = ctx.usage

@@ -63,7 +63,10 @@ class RequestContext:
     started: float = field(default_factory=time.perf_counter)
     principal: Principal | None = None
     body: Any = None
+    # The attempt record, kept by the upstream dispatcher: the upstream of the latest
+    # attempt and how many attempts were made (0: none, e.g. answered from the cache).
     upstream: str | None = None
+    attempt: int = 0
     # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only
     # by those who record it, once per request rather than once per stream event.
     usage_metadata: dict[str, Any] | None = None

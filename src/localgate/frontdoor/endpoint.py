@@ -350,6 +350,8 @@ def _finish(
         record["error"] = error_status
     if ctx.upstream:
         record["upstream"] = ctx.upstream
+        if ctx.attempt > 1:
+            record["attempt"] = ctx.attempt
     if ctx.cache_status:
         record["cache"] = ctx.cache_status
     if ctx.model_version:

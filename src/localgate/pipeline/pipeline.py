@@ -21,7 +21,7 @@ from localgate.exchange.stages import (
 )
 from localgate.identity.stage import IdentityStage
 from localgate.pipeline.stages import NoRetrieval
-from localgate.upstream.router import Router
+from localgate.upstream.dispatcher import UpstreamDispatcher
 
 __all__ = ["CACHE_HEADER", "Pipeline", "Reply"]
 
@@ -34,7 +34,7 @@ _REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
-    """identity → limits → redaction → retrieval → cache → audit → route → upstream → response."""
+    """identity → limits → redaction → retrieval → cache → audit → dispatch → response."""
 
     def __init__(
         self,
@@ -44,7 +44,7 @@ class Pipeline:
         redaction: RedactionStage,
         cache: CacheStage,
         audit: AuditStage,
-        router: Router,
+        dispatcher: UpstreamDispatcher,
         retrieval: RetrievalStage | None = None,
     ) -> None:
         self.identity = identity
@@ -53,7 +53,7 @@ class Pipeline:
         self.retrieval = retrieval or NoRetrieval()
         self.cache = cache
         self.audit = audit
-        self.router = router
+        self.dispatcher = dispatcher
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
@@ -90,18 +90,18 @@ class Pipeline:
                     stored = _stored_stream(cached)
                     return _AnswerStream(self, ctx, stored, permit, "served from cache").reply()
                 return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
-            upstream = self.router.route(route, ctx.principal)
-            ctx.upstream = upstream.name
-            if upstream.local:
-                ctx.served_from = {"local": upstream.name}  # answered in-house: nothing leaves
+            candidates = self.dispatcher.candidates(route, ctx.principal)
+            if candidates[0].local:  # candidates are all local or all remote
+                ctx.served_from = {"local": candidates[0].name}  # answered in-house
             await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
             try:
                 if route.method.streams:
-                    return _AnswerStream(self, ctx, await upstream.stream(call), permit).reply()
-                reply = await upstream.unary(call)
+                    stream = await self.dispatcher.stream(ctx, candidates, call)
+                    return _AnswerStream(self, ctx, stream, permit).reply()
+                reply = await self.dispatcher.unary(ctx, candidates, call)
             except LocalgateError as exc:
                 await self.audit.record_outcome(ctx, "upstream error", exc.code)
                 raise
