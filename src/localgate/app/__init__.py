@@ -77,11 +77,12 @@ def create_app(settings: Settings) -> ASGIApp:
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
             dispatcher=UpstreamDispatcher(router),
+            access_log=access_log,
+            metrics=metrics,
         )
         services = GatewayServices(
             pipeline=pipeline,
             metrics=metrics,
-            access_log=access_log,
             max_body_bytes=settings.server.max_body_bytes,
         )
         if trail is not None:
