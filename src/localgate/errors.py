@@ -10,6 +10,7 @@ error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
     │   ├── UnsupportedMediaType         415 INVALID_ARGUMENT
     │   └── HeaderTooLarge               431 INVALID_ARGUMENT
     ├── RequestTimeout                   408 DEADLINE_EXCEEDED
+    ├── ClientClosedRequest              499 CANCELLED (logged; nobody is left to send it to)
     ├── Unauthenticated                  401 UNAUTHENTICATED
     ├── PermissionDenied                 403 PERMISSION_DENIED
     ├── NotFound                         404 NOT_FOUND
@@ -32,6 +33,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "ClientClosedRequest",
     "ConfigError",
     "FailedPrecondition",
     "HeaderTooLarge",
@@ -109,6 +111,13 @@ class RequestTimeout(LocalgateError):
 
     http_status = 408
     status = "DEADLINE_EXCEEDED"
+
+
+class ClientClosedRequest(LocalgateError):
+    """The client went away before its request was read whole (nginx's 499)."""
+
+    http_status = 499
+    status = "CANCELLED"
 
 
 class Unauthenticated(LocalgateError):

@@ -20,6 +20,7 @@ from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore, Receipt
 from localgate.errors import ServiceUnavailable
 from localgate.exchange.context import RequestContext
+from localgate.exchange.outcome import Outcome
 from localgate.gemini.routes import match_route
 from localgate.identity import Principal
 from localgate.observability.metrics import GatewayMetrics
@@ -56,8 +57,8 @@ def test_refused_completion_is_spooled_encrypted_and_written_later(
 
     async def scenario() -> int:
         monkeypatch.setattr(store, "submit", refusing)
-        await stage.record_outcome(context("r1"), "forwarded", 200)
-        await stage.record_outcome(context("r2"), "upstream error", 503)
+        await stage.record_outcome(context("r1"), Outcome.FORWARDED, 200)
+        await stage.record_outcome(context("r2"), Outcome.UPSTREAM_ERROR, 503)
         monkeypatch.setattr(store, "submit", working)
         return await stage.retry_spooled()
 
@@ -137,7 +138,7 @@ def test_a_completion_written_nowhere_withholds_the_answer_and_refuses_requests_
         await stage.record_request(context("r1"))
         monkeypatch.setattr(store, "submit", refusing)
         with pytest.raises(ServiceUnavailable, match="withheld"):
-            await stage.record_outcome(context("r1"), "forwarded", 200)
+            await stage.record_outcome(context("r1"), Outcome.FORWARDED, 200)
         assert stage.held == 1
         assert metric(metrics, "localgate_audit_completions_unrecorded_total") == 1
         assert metric(metrics, "localgate_audit_completions_held") == 1
@@ -180,7 +181,7 @@ def test_a_stream_completion_written_nowhere_is_held_as_it_was(
     async def scenario() -> int:
         monkeypatch.setattr(store, "submit", refusing)
         # Every event has gone out already: nothing to withhold, nothing raised.
-        await stage.record_outcome(context("s1"), "forwarded", 200, answer_sent=True)
+        await stage.record_outcome(context("s1"), Outcome.FORWARDED, 200, answer_sent=True)
         assert stage.held == 1
         disk.free()  # the spool's disk has room before the database does
         written = await stage.retry_held()
@@ -209,7 +210,7 @@ def test_record_outcome_returns_once_the_completion_is_on_disk(
     stage = TrailAudit(store, Spool(tmp_path / "audit.spool", master))
 
     async def scenario() -> bool:
-        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        task = asyncio.create_task(stage.record_outcome(context("r1"), Outcome.FORWARDED, 200))
         await asyncio.to_thread(writer.entered.wait, 30)
         returned_before_commit = task.done()
         writer.open()
@@ -278,7 +279,7 @@ def test_a_cancelled_request_still_gets_its_completion_record(
             reader.close()
 
     async def scenario() -> None:
-        task = asyncio.create_task(stage.record_outcome(context("r1"), "forwarded", 200))
+        task = asyncio.create_task(stage.record_outcome(context("r1"), Outcome.FORWARDED, 200))
         await asyncio.to_thread(writer.entered.wait, 30)
         task.cancel()  # the server shuts down while the record is being written
         with pytest.raises(asyncio.CancelledError):

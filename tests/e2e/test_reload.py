@@ -40,7 +40,7 @@ class Gateway:
         self.port = free_port()
         self.log = tmp_path / "gateway.log"
         self.write("")
-        data = tmp_path / "data"
+        data = self.data = tmp_path / "data"
         self.env = {
             **os.environ,
             "LOCALGATE_DATA_DIR": str(data),
@@ -78,6 +78,17 @@ class Gateway:
         response = httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=5)
         body: dict[str, Any] = response.json()
         return body
+
+    def access_records(self, count: int) -> list[dict[str, Any]]:
+        """The model requests' access-log lines, once ``count`` are written (in batches)."""
+        path = self.data / "logs" / "access.log"
+
+        def lines() -> list[dict[str, Any]]:
+            text = path.read_text() if path.exists() else ""
+            return [json.loads(line) for line in text.splitlines()]
+
+        wait_until(lambda: len(lines()) >= count)
+        return lines()
 
     def metrics(self) -> str:
         return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
@@ -169,6 +180,7 @@ def test_a_stream_in_flight_across_a_reload_finishes_on_the_policy_it_started_wi
 ) -> None:
     gateway.write(RULE)
     assert gateway.reload().exit_code == 0
+    started_under = gateway.readyz()["config"]["hash"]
     hold = threading.Event()
     upstream.echo_stream(8)  # the (redacted) question comes back, 8 characters an event
     upstream.stream([], hold=hold)  # the first event, then nothing until `hold` is set
@@ -208,5 +220,11 @@ def test_a_stream_in_flight_across_a_reload_finishes_on_the_policy_it_started_wi
 
     upstream.reset()
     with gateway.client() as client:
-        ask(client, BADGE)
+        after = ask(client, BADGE)
     assert "EMP-123456" in sent_upstream(upstream)  # the next request runs version 3
+    # The access log ties each request to the configuration it ran under.
+    now_running = gateway.readyz()["config"]["hash"]
+    assert now_running != started_under
+    records = gateway.access_records(2)
+    assert [record["config"] for record in records] == [started_under, now_running]
+    assert records[1]["request_id"] == after.headers["x-request-id"]

@@ -7,9 +7,14 @@ from typing import Any
 
 import orjson
 import pytest
-from starlette.requests import ClientDisconnect
 
-from localgate.errors import InvalidArgument, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from localgate.errors import (
+    ClientClosedRequest,
+    InvalidArgument,
+    PayloadTooLarge,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 from localgate.frontdoor.body import BODY_TIMED_OUT, MAX_DEPTH, IncomingRequest
 
 
@@ -75,7 +80,7 @@ def test_client_leaving_during_the_body_is_noticed() -> None:
         {"type": "http.request", "body": b"{", "more_body": True},
         {"type": "http.disconnect"},
     ]
-    with pytest.raises(ClientDisconnect):
+    with pytest.raises(ClientClosedRequest):
         asyncio.run(incoming(gone).read_json(1024))
 
 

@@ -28,7 +28,7 @@ from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
-from localgate.upstream import GeminiUpstream, Router
+from localgate.upstream import GeminiUpstream, Router, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
 
 __all__ = ["create_app", "server_options"]
@@ -73,7 +73,6 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
         router = Router(
             default=upstream,
             local_embeddings=vector.local_embeddings if vector else None,
-            embeds_locally=lambda tenant: reloader.current.for_tenant(tenant).local_embeddings,
         )
         for candidate in router.upstreams:
             if candidate.ready is not None:
@@ -90,12 +89,13 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
-            router=router,
+            dispatcher=UpstreamDispatcher(router),
+            access_log=access_log,
+            metrics=metrics,
         )
         services = GatewayServices(
             pipeline=pipeline,
             metrics=metrics,
-            access_log=access_log,
             max_body_bytes=settings.server.max_body_bytes,
         )
         if trail is not None:

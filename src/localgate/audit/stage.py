@@ -16,6 +16,7 @@ from localgate.audit.spool import Spool
 from localgate.audit.store import AuditStore
 from localgate.errors import ServiceUnavailable
 from localgate.exchange.context import RequestContext
+from localgate.exchange.outcome import Outcome
 from localgate.gemini.framing import dump_json
 from localgate.observability.metrics import GatewayMetrics
 
@@ -114,7 +115,7 @@ class TrailAudit:
         ctx.audited = True
 
     async def record_outcome(
-        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+        self, ctx: RequestContext, outcome: Outcome, status: int, *, answer_sent: bool = False
     ) -> None:
         """Write the completion record durably (store, else spool) before returning.
 
@@ -124,12 +125,14 @@ class TrailAudit:
         """
         fields: dict[str, Any] = {
             **_request_fields(ctx),
-            "outcome": outcome,
+            "outcome": outcome.value,
             "status": status,
             "latency_ms": round((time.perf_counter() - ctx.started) * 1000, 3),
         }
         if ctx.upstream:
             fields["upstream"] = ctx.upstream
+            if ctx.attempt > 1:
+                fields["attempt"] = ctx.attempt
         if ctx.model_version:
             fields["model_version"] = ctx.model_version
         usage = ctx.usage
@@ -239,7 +242,7 @@ def _withheld(record: PendingRecord) -> PendingRecord:
     """The completion record of an answer the gateway withholds: the client gets a 503."""
     fields = {
         **record.fields,
-        "outcome": "withheld: audit trail unavailable",
+        "outcome": Outcome.WITHHELD.value,
         "status": 503,
         "answer_outcome": record.fields["outcome"],
         "answer_status": record.fields["status"],
@@ -267,6 +270,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         "received": ctx.received_at,
         "redaction": summary,
     }
+    if ctx.policy is not None:
+        fields["config"] = ctx.policy.config_hash
     if ctx.rag is not None:
         fields["rag"] = ctx.rag
     if ctx.served_from is not None:

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from localgate.exchange.outcome import Outcome
+from localgate.exchange.permit import Permit
 from localgate.exchange.principal import Principal
 from localgate.gemini.framing import Framing
 from localgate.gemini.routes import GeminiRoute
@@ -17,7 +19,11 @@ __all__ = ["Inbound", "RequestContext", "TokenUsage"]
 
 @dataclass(frozen=True, slots=True)
 class Inbound:
-    """The client's request as the front door hands it over, body not yet read."""
+    """The client's request as the front door hands it over, body not yet read.
+
+    ``read_body`` returns the parsed body and its size in bytes; it raises a
+    ``LocalgateError`` (``ClientClosedRequest`` if the client goes away meanwhile).
+    """
 
     credential: str | None
     read_body: Callable[[], Awaitable[tuple[Any, int]]]
@@ -67,7 +73,13 @@ class RequestContext:
     # authenticated; each stage reads its own section of it.
     policy: TenantPolicy | None = None
     body: Any = None
+    # Held from admission by the limits stage until the request ends. From admission on,
+    # the audit trail records how the request ended; the completion gives it back.
+    permit: Permit | None = None
+    # The attempt record, kept by the upstream dispatcher: the upstream of the latest
+    # attempt and how many attempts were made (0: none, e.g. answered from the cache).
     upstream: str | None = None
+    attempt: int = 0
     # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only
     # by those who record it, once per request rather than once per stream event.
     usage_metadata: dict[str, Any] | None = None
@@ -101,6 +113,8 @@ class RequestContext:
     audited: bool = False
     # The answer as the upstream sent it (placeholders, not values), for the audit record.
     answer_events: list[bytes] = field(default_factory=list)
+    # How the request ended; set once, by the pipeline's completion (None while running).
+    outcome: Outcome | None = None
 
     @property
     def usage(self) -> TokenUsage | None:

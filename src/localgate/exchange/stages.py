@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from localgate.exchange.context import RequestContext
+from localgate.exchange.outcome import Outcome
+from localgate.exchange.permit import Permit
 from localgate.exchange.replies import UnaryReply
 
 __all__ = [
@@ -22,14 +24,6 @@ __all__ = [
     "RedactionStage",
     "RetrievalStage",
 ]
-
-
-class Permit(Protocol):
-    """Held while a request is in flight; released once, when its answer is complete."""
-
-    def release(self) -> None:
-        """Give the capacity back."""
-        ...
 
 
 class LimitsStage(Protocol):
@@ -104,9 +98,10 @@ class AuditStage(Protocol):
         ...
 
     async def record_outcome(
-        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+        self, ctx: RequestContext, outcome: Outcome, status: int, *, answer_sent: bool = False
     ) -> None:
-        """Write the completion record durably: forwarded, blocked, from cache, error,
-        disconnected. If it cannot be, raise to withhold the answer, unless it has already
-        been sent (``answer_sent``: a stream's last event)."""
+        """Write the completion record durably (``outcome.value`` is what it says). If it
+        cannot be, raise to withhold the answer, unless it has already been sent
+        (``answer_sent``: a stream's last event). Called once per request, by the
+        pipeline's completion."""
         ...

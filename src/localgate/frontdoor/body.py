@@ -11,10 +11,15 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
-from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
-from localgate.errors import InvalidArgument, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from localgate.errors import (
+    ClientClosedRequest,
+    InvalidArgument,
+    PayloadTooLarge,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 __all__ = ["BODY_TIMED_OUT", "MAX_DEPTH", "IncomingRequest"]
 
@@ -111,7 +116,7 @@ class IncomingRequest:
     async def read_json(self, limit: int) -> tuple[Any, bytes]:
         """Read at most ``limit`` bytes and parse them as JSON; returns it and the bytes.
 
-        An empty body is ``{}``. Raises ``ClientDisconnect`` if the client goes away, and
+        An empty body is ``{}``. Raises ``ClientClosedRequest`` if the client goes away, and
         ``RequestTimeout`` if the connection cut the body off for arriving too slowly.
         """
         chunks: list[bytes] = []
@@ -123,7 +128,9 @@ class IncomingRequest:
                     raise RequestTimeout(
                         "The request body did not arrive in time (server.body_timeout_s)."
                     )
-                raise ClientDisconnect()
+                raise ClientClosedRequest(
+                    "The client closed the connection while sending the request body."
+                )
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:

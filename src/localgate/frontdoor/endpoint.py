@@ -3,6 +3,8 @@
 Every failure leaves as Google's error envelope with the matching HTTP status, so
 the official SDK raises its usual ``ClientError``/``ServerError``. After a stream's
 200 has gone out, a failure is sent as one last error event in the client's framing.
+The endpoint only maps how a request ended to HTTP; the pipeline's completion writes it
+down (audit, access log, metrics), also for what the endpoint refuses itself.
 """
 
 from __future__ import annotations
@@ -10,24 +12,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from localgate.errors import InvalidArgument, LocalgateError, MethodNotAllowed
+from localgate.errors import ClientClosedRequest, InvalidArgument, LocalgateError, MethodNotAllowed
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
 from localgate.gemini.framing import Framing, StreamEncoder, dump_json
 from localgate.gemini.routes import GeminiMethod, GeminiRoute, match_route
 from localgate.gemini.schemas import validate_body
 from localgate.identity.keys import LOCALGATE_KEY_PREFIX
-from localgate.observability import AccessLog, GatewayMetrics
-from localgate.pipeline import Inbound, Pipeline, RequestContext
+from localgate.observability import GatewayMetrics
+from localgate.pipeline import (
+    Completion,
+    Inbound,
+    Outcome,
+    Pipeline,
+    RequestContext,
+    internal_error,
+)
 from localgate.requestid import new_request_id
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
@@ -50,7 +57,6 @@ _FORWARDED_QUERY = {GeminiMethod.LIST_MODELS: tuple(_QUERY_SHAPES)}
 # The legacy REST client asks for integer enums; the only other $alt values
 # (proto, media) would change the body format the gateway parses.
 _INT_ENUMS = ("$alt", "json;enum-encoding=int")
-_CLIENT_CLOSED = 499
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +65,6 @@ class GatewayServices:
 
     pipeline: Pipeline
     metrics: GatewayMetrics
-    access_log: AccessLog
     max_body_bytes: int
 
 
@@ -93,6 +98,7 @@ class GeminiEndpoint:
     async def _handle(
         self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices
     ) -> JsonResponse | _StreamResponse:
+        pipeline = services.pipeline
         reply: StreamReply | UnaryReply | None = None
         try:
             ctx.route = route = match_route(request.method, request.path)
@@ -100,25 +106,25 @@ class GeminiEndpoint:
             if route.method.http_method == "POST":
                 request.check_content_type()
             inbound = self._inbound(request, route, services.max_body_bytes)
-            reply = await services.pipeline.run(ctx, inbound)
+            # From here the pipeline ends the request itself, however it goes.
+            reply = await pipeline.run(ctx, inbound)
             if isinstance(reply, StreamReply):
-                return _StreamResponse(services, ctx, reply, inbound.framing or Framing.SSE)
-            response = JsonResponse(dump_json(reply.body), 200, reply.headers, ctx.request_id)
+                framing = inbound.framing or Framing.SSE
+                return _StreamResponse(pipeline.completion, ctx, reply, framing)
+            return JsonResponse(dump_json(reply.body), 200, reply.headers, ctx.request_id)
+        except ClientClosedRequest:
+            return JsonResponse(b"", ClientClosedRequest.http_status, None, ctx.request_id)
         except LocalgateError as exc:
+            # Refused here, before the pipeline (else the pipeline has ended it already).
+            await pipeline.completion.finish(ctx, Outcome.REFUSED, exc)
             await _close_stream(reply)
-            _finish(services, ctx, exc.code, exc.status_name)
             return error_response(exc, ctx.request_id)
-        except ClientDisconnect:
-            _finish(services, ctx, _CLIENT_CLOSED, "CANCELLED")
-            return JsonResponse(b"", _CLIENT_CLOSED, None, ctx.request_id)
         except Exception:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
+            error = internal_error(ctx.request_id)
+            await pipeline.completion.finish(ctx, Outcome.INTERNAL_ERROR, error)
             await _close_stream(reply)
-            error = _internal(ctx)
-            _finish(services, ctx, error.code, error.status_name)
             return error_response(error, ctx.request_id)
-        _finish(services, ctx, 200, None)
-        return response
 
     def _inbound(self, request: IncomingRequest, route: GeminiRoute, limit: int) -> Inbound:
         async def read_body() -> tuple[Any, int]:
@@ -226,37 +232,27 @@ async def _close_stream(reply: StreamReply | UnaryReply | None) -> None:
         await reply.close()
 
 
-def _internal(ctx: RequestContext) -> LocalgateError:
-    return LocalgateError(
-        f"Internal error in localgate (request id {ctx.request_id}); the request was "
-        "refused. The gateway log has the details under this id."
-    )
-
-
 class _StreamResponse(StreamingResponse):
-    """Streams events in the client's framing; completion runs once, however it ends.
+    """Streams events in the client's framing; the stream is closed once, however it ends.
 
     A client that goes away is noticed by one small task waiting on ``receive`` (the
-    ASGI server reports ``http.disconnect`` there), which cancels the stream: the
-    upstream connection is then dropped by ``_complete``. Starlette's own streaming
+    ASGI server reports ``http.disconnect`` there), which cancels the stream: closing it
+    then drops the upstream connection and ends the request. Starlette's own streaming
     response does the same with a task group per response, which costs several times
     more per stream.
     """
 
     def __init__(
         self,
-        services: GatewayServices,
+        completion: Completion,
         ctx: RequestContext,
         reply: StreamReply,
         framing: Framing,
     ) -> None:
-        self._services = services
+        self._completion = completion
         self._ctx = ctx
         self._reply = reply
         self._encoder = StreamEncoder(framing)
-        # Until the stream says otherwise, the client went away before it ended.
-        self._status: int = _CLIENT_CLOSED
-        self._error_status: str | None = "CANCELLED"
         super().__init__(
             self._encode(),
             media_type=framing.media_type,
@@ -288,78 +284,20 @@ class _StreamResponse(StreamingResponse):
         finally:
             watcher.cancel()
             # Shielded: the upstream connection must be dropped even while being cancelled.
-            await asyncio.shield(self._complete())
+            await asyncio.shield(self._reply.close())
 
     async def _encode(self) -> AsyncIterator[bytes]:
         try:
             async for event in self._reply.events:
                 yield self._encoder.event(event)
-            self._status, self._error_status = 200, None
         except LocalgateError as exc:
-            self._status, self._error_status = exc.code, exc.status_name
+            # The pipeline has ended the request with it.
             yield self._encoder.error(exc)
         except Exception:
             logger.exception("stream %s failed inside the gateway", self._ctx.request_id)
-            error = _internal(self._ctx)
-            self._status, self._error_status = error.code, error.status_name
+            error = internal_error(self._ctx.request_id)
+            await self._completion.finish(
+                self._ctx, Outcome.INTERNAL_ERROR, error, answer_sent=True
+            )
             yield self._encoder.error(error)
         yield self._encoder.close()
-
-    async def _complete(self) -> None:
-        try:
-            await self._reply.close()
-        finally:
-            _finish(self._services, self._ctx, self._status, self._error_status)
-
-
-_second: list[Any] = [-1, ""]
-
-
-def _utc(timestamp: float) -> str:
-    """ISO 8601 UTC with milliseconds, e.g. 2026-11-29T22:13:33.123Z."""
-    whole = int(timestamp)
-    if whole != _second[0]:  # formatted once per second
-        _second[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))]
-    return f"{_second[1]}.{int((timestamp - whole) * 1000):03d}Z"
-
-
-def _finish(
-    services: GatewayServices, ctx: RequestContext, status: int, error_status: str | None
-) -> None:
-    """Metrics and the access-log line for one finished request."""
-    elapsed = time.perf_counter() - ctx.started
-    route = ctx.route
-    route_name = route.method.value if route else "unknown"
-    model = route.model if route else None
-    # Only authenticated callers name metric label values: anonymous requests could
-    # otherwise use up the bounded set of model labels.
-    services.metrics.observe(route_name, model if ctx.principal else None, status, elapsed)
-    record: dict[str, Any] = {
-        "time": _utc(ctx.received_at),
-        "request_id": ctx.request_id,
-        "tenant": ctx.principal.tenant if ctx.principal else None,
-        "key_id": ctx.principal.key_id if ctx.principal else None,
-        "client": ctx.client,
-        "route": route_name,
-        "api_version": route.version if route else None,
-        "model": model,
-        "status": status,
-        "latency_ms": round(elapsed * 1000, 3),
-    }
-    if error_status:
-        record["error"] = error_status
-    if ctx.upstream:
-        record["upstream"] = ctx.upstream
-    if ctx.cache_status:
-        record["cache"] = ctx.cache_status
-    if ctx.model_version:
-        record["model_version"] = ctx.model_version
-    usage = ctx.usage
-    if usage:
-        record["usage"] = {
-            "prompt_tokens": usage.prompt,
-            "candidates_tokens": usage.candidates,
-            "thoughts_tokens": usage.thoughts,
-            "total_tokens": usage.total,
-        }
-    services.access_log.write(record)

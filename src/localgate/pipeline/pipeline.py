@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
-from localgate.errors import LocalgateError
+from localgate.errors import ClientClosedRequest, LocalgateError
 from localgate.exchange.context import Inbound, RequestContext
+from localgate.exchange.outcome import Outcome
 from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 from localgate.exchange.stages import (
     AuditStage,
     CacheStage,
     LimitsStage,
-    Permit,
     RedactionStage,
     RetrievalStage,
 )
 from localgate.identity.stage import IdentityStage
+from localgate.observability import AccessLog, GatewayMetrics
+from localgate.pipeline.completion import Completion, internal_error
 from localgate.pipeline.stages import NoRetrieval
-from localgate.upstream.router import Router
+from localgate.upstream.dispatcher import UpstreamDispatcher
 
 __all__ = ["CACHE_HEADER", "Pipeline", "Reply"]
+
+logger = logging.getLogger("localgate")
 
 # Says whether the answer came from the cache: "hit; layer=exact", "miss", "bypass", ...
 CACHE_HEADER = "x-localgate-cache"
@@ -34,7 +39,12 @@ _REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
-    """identity → limits → redaction → retrieval → cache → audit → route → upstream → response."""
+    """identity → limits → redaction → retrieval → cache → audit → dispatch → response.
+
+    However a request goes, ``completion`` ends it once: a unary answer has ended when
+    ``run`` returns it, a refusal when ``run`` raises, a stream when its events end or
+    it is closed.
+    """
 
     def __init__(
         self,
@@ -44,7 +54,9 @@ class Pipeline:
         redaction: RedactionStage,
         cache: CacheStage,
         audit: AuditStage,
-        router: Router,
+        dispatcher: UpstreamDispatcher,
+        access_log: AccessLog,
+        metrics: GatewayMetrics,
         retrieval: RetrievalStage | None = None,
     ) -> None:
         self.identity = identity
@@ -53,18 +65,20 @@ class Pipeline:
         self.retrieval = retrieval or NoRetrieval()
         self.cache = cache
         self.audit = audit
-        self.router = router
+        self.dispatcher = dispatcher
+        self.completion = Completion(audit, access_log, metrics)
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
-        route = ctx.route
-        if route is None:  # the front door only calls with a matched route
-            raise LocalgateError("The request has no route.")
-        self.identity.authenticate(ctx, inbound.credential)
-        # Parsed only after identity, so anonymous callers cannot make the gateway work.
-        ctx.body, size = await inbound.read_body()
-        permit = await self.limits.admit(ctx)
+        finish = self.completion.finish
         try:
+            route = ctx.route
+            if route is None:  # the front door only calls with a matched route
+                raise LocalgateError("The request has no route.")
+            self.identity.authenticate(ctx, inbound.credential)
+            # Parsed only after identity, so anonymous callers cannot make the gateway work.
+            ctx.body, size = await inbound.read_body()
+            ctx.permit = await self.limits.admit(ctx)
             try:
                 if size > _REDACT_IN_THREAD_BYTES:
                     # Seconds of CPU for a large prompt: off the event loop, so every
@@ -74,13 +88,15 @@ class Pipeline:
                     self.redaction.redact_request(ctx, inbound.query)
             except LocalgateError as exc:
                 # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
-                outcome = "blocked by policy" if exc.code < 500 else "refused: redaction failed"
-                await self.audit.record_outcome(ctx, outcome, exc.code)
+                blocked = exc.code < 500
+                await finish(
+                    ctx, Outcome.BLOCKED_BY_POLICY if blocked else Outcome.REDACTION_FAILED, exc
+                )
                 raise
             try:
                 await self.retrieval.augment(ctx, self.redaction)
             except LocalgateError as exc:
-                await self.audit.record_outcome(ctx, "refused: retrieval", exc.code)
+                await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
                 raise
             cached = await self.cache.lookup(ctx)
             if cached is not None:
@@ -88,40 +104,53 @@ class Pipeline:
                 await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
-                    return _AnswerStream(self, ctx, stored, permit, "served from cache").reply()
-                return await self._unary_answer(ctx, cached, permit, outcome="served from cache")
-            upstream = self.router.route(route, ctx.principal)
-            ctx.upstream = upstream.name
-            if upstream.local:
-                ctx.served_from = {"local": upstream.name}  # answered in-house: nothing leaves
+                    return _AnswerStream(self, ctx, stored, Outcome.SERVED_FROM_CACHE).reply()
+                return await self._unary_answer(ctx, cached, Outcome.SERVED_FROM_CACHE)
+            candidates = self.dispatcher.candidates(route, ctx.policy)
+            if candidates[0].local:  # candidates are all local or all remote
+                ctx.served_from = {"local": candidates[0].name}  # answered in-house
             await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
             try:
                 if route.method.streams:
-                    return _AnswerStream(self, ctx, await upstream.stream(call), permit).reply()
-                reply = await upstream.unary(call)
+                    stream = await self.dispatcher.stream(ctx, candidates, call)
+                    return _AnswerStream(self, ctx, stream, Outcome.FORWARDED).reply()
+                reply = await self.dispatcher.unary(ctx, candidates, call)
             except LocalgateError as exc:
-                await self.audit.record_outcome(ctx, "upstream error", exc.code)
+                await finish(ctx, Outcome.UPSTREAM_ERROR, exc)
                 raise
-            return await self._unary_answer(ctx, reply, permit, "forwarded")
+            return await self._unary_answer(ctx, reply, Outcome.FORWARDED)
+        except ClientClosedRequest as exc:
+            await finish(ctx, Outcome.CLIENT_DISCONNECTED, exc)
+            raise
+        except LocalgateError as exc:
+            # Refused before a stage that knows better ended it (route, credential, body,
+            # limits, the audit trail declining the request record); else a no-op.
+            await finish(ctx, Outcome.REFUSED, exc)
+            raise
+        except Exception as exc:
+            logger.exception("request %s failed inside the gateway", ctx.request_id)
+            error = internal_error(ctx.request_id)
+            await finish(ctx, Outcome.INTERNAL_ERROR, error)
+            raise error from exc
         except BaseException:
-            permit.release()
+            # Cancelled: the gateway is shutting down and gives up on it, as on a stream.
+            await finish(ctx, Outcome.CLIENT_DISCONNECTED)
             raise
 
     # -- response path --------------------------------------------------------
 
     async def _unary_answer(
-        self, ctx: RequestContext, reply: UnaryReply, permit: Permit, outcome: str
+        self, ctx: RequestContext, reply: UnaryReply, outcome: Outcome
     ) -> UnaryReply:
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         _observe(ctx, reply.body)
         # Durable before the answer goes out (raises, withholding it, if it cannot be).
-        await self.audit.record_outcome(ctx, outcome, 200)
-        permit.release()
-        if outcome == "forwarded":
+        await self.completion.finish(ctx, outcome)
+        if outcome is Outcome.FORWARDED:
             self.cache.complete(ctx)
         if ctx.cache_status is not None:
             reply.headers[CACHE_HEADER] = ctx.cache_status
@@ -168,24 +197,18 @@ def _stored_stream(cached: UnaryReply) -> StreamReply:
 
 
 class _AnswerStream:
-    """The response path of a stream: each event through the stages, completion once."""
+    """The response path of a stream: each event through the stages; the request ends
+    after the last event (before the stream's end goes out), else when it is closed."""
+
+    __slots__ = ("_ctx", "_pipeline", "_success", "_upstream")
 
     def __init__(
-        self,
-        pipeline: Pipeline,
-        ctx: RequestContext,
-        upstream: StreamReply,
-        permit: Permit,
-        outcome: str = "forwarded",
+        self, pipeline: Pipeline, ctx: RequestContext, upstream: StreamReply, success: Outcome
     ) -> None:
         self._pipeline = pipeline
         self._ctx = ctx
         self._upstream = upstream
-        self._permit = permit
-        self._success = outcome
-        self._outcome = "client disconnected"
-        self._status = 499
-        self._recorded = False
+        self._success = success
 
     def reply(self) -> StreamReply:
         """The stream as the front door sees it."""
@@ -195,36 +218,34 @@ class _AnswerStream:
         return StreamReply(events=self._events(), close=self._close, headers=headers)
 
     async def _events(self) -> AsyncIterator[Any]:
+        pipeline, ctx = self._pipeline, self._ctx
+        # The events have gone out: if the completion record cannot be written, there is
+        # nothing to hold back (``answer_sent``).
         try:
             async for event in self._upstream.events:
-                yield self._pipeline.stream_event(self._ctx, event)
-            for event in self._pipeline.redaction.finish_stream(self._ctx):
+                yield pipeline.stream_event(ctx, event)
+            for event in pipeline.redaction.finish_stream(ctx):
                 yield event
         except LocalgateError as exc:
-            self._outcome, self._status = "upstream error", exc.code
             # Before the error event and the end of the response go out.
-            await self._record()
+            await pipeline.completion.finish(ctx, Outcome.UPSTREAM_ERROR, exc, answer_sent=True)
             raise
-        self._outcome, self._status = self._success, 200
-        if self._success == "forwarded":
-            self._pipeline.cache.complete(self._ctx)
+        except Exception as exc:
+            logger.exception("stream %s failed inside the gateway", ctx.request_id)
+            error = internal_error(ctx.request_id)
+            await pipeline.completion.finish(ctx, Outcome.INTERNAL_ERROR, error, answer_sent=True)
+            raise error from exc
+        if self._success is Outcome.FORWARDED:
+            pipeline.cache.complete(ctx)
         # Every event has gone out, but not the end of the response: a client that saw
         # the stream end (the closing chunk, the closing ``]``) has its completion on disk.
-        await self._record()
-
-    async def _record(self) -> None:
-        """The completion record, once: at the end of the events, else at close."""
-        if self._recorded:
-            return
-        self._recorded = True
-        # The events have gone out: if it cannot be written, there is nothing to hold back.
-        await self._pipeline.audit.record_outcome(
-            self._ctx, self._outcome, self._status, answer_sent=True
-        )
+        await pipeline.completion.finish(ctx, self._success, answer_sent=True)
 
     async def _close(self) -> None:
         try:
             await self._upstream.close()
         finally:
-            self._permit.release()
-            await self._record()
+            # Unless the events ended it: the client left (or the stream never started).
+            await self._pipeline.completion.finish(
+                self._ctx, Outcome.CLIENT_DISCONNECTED, answer_sent=True
+            )

@@ -7,6 +7,7 @@ traffic-control work to replace without touching the pipeline.
 from __future__ import annotations
 
 from localgate.exchange.context import RequestContext
+from localgate.exchange.outcome import Outcome
 from localgate.exchange.replies import UnaryReply
 from localgate.exchange.stages import Permit, RedactionStage
 
@@ -59,6 +60,6 @@ class NoAudit:
         """Nothing to write."""
 
     async def record_outcome(
-        self, ctx: RequestContext, outcome: str, status: int, *, answer_sent: bool = False
+        self, ctx: RequestContext, outcome: Outcome, status: int, *, answer_sent: bool = False
     ) -> None:
         """Nothing to write."""

@@ -36,11 +36,16 @@ class TenantPolicy:
     cache: CacheSettings
     rag: RagSettings
     local_embeddings: bool
-    # The configuration version it was resolved from (in the audit of a reload's effect).
+    # The configuration it was resolved from: its version in this process (1 at start, one
+    # more per reload) and the hash of its effective settings, which the access log and the
+    # audit record carry so a request can be tied to the configuration it ran under.
     version: int = 0
+    config_hash: str = ""
 
     @classmethod
-    def resolve(cls, settings: Settings, tenant: str | None, version: int = 0) -> TenantPolicy:
+    def resolve(
+        cls, settings: Settings, tenant: str | None, version: int = 0, config_hash: str = ""
+    ) -> TenantPolicy:
         """``tenant``'s policy under ``settings`` (None: the policy of unnamed tenants)."""
         name = tenant or ""
         return cls(
@@ -50,6 +55,7 @@ class TenantPolicy:
             rag=settings.rag_for(name),
             local_embeddings=settings.local_embeddings_for(name),
             version=version,
+            config_hash=config_hash,
         )
 
 
@@ -75,15 +81,19 @@ class PolicySnapshot:
         loaded_at: float = 0.0,
     ) -> PolicySnapshot:
         """Resolve every configured tenant's policy (and the default) from ``settings``."""
+        digest = config_hash(settings)
         return cls(
             settings=settings,
             version=version,
-            hash=config_hash(settings),
+            hash=digest,
             source=source,
             loaded_at=loaded_at,
-            default=TenantPolicy.resolve(settings, None, version),
+            default=TenantPolicy.resolve(settings, None, version, digest),
             tenants=MappingProxyType(
-                {name: TenantPolicy.resolve(settings, name, version) for name in settings.tenants}
+                {
+                    name: TenantPolicy.resolve(settings, name, version, digest)
+                    for name in settings.tenants
+                }
             ),
         )
 

@@ -1,11 +1,9 @@
-"""Router: which upstream serves a request."""
+"""Router: which upstreams may serve a request, in the order to try them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from localgate.exchange.principal import Principal
 from localgate.gemini.routes import GeminiMethod, GeminiRoute
+from localgate.policy.snapshot import TenantPolicy
 from localgate.upstream.base import Upstream
 
 __all__ = ["Router"]
@@ -14,32 +12,39 @@ _EMBEDDING = frozenset({GeminiMethod.EMBED_CONTENT, GeminiMethod.BATCH_EMBED_CON
 
 
 class Router:
-    """Maps a route to an upstream: the default Gemini upstream, or the local embedder.
+    """Maps a route to its candidate upstreams: the default Gemini upstream, or the local
+    embedder.
 
-    ``local_embeddings`` answers embedContent and batchEmbedContents for the tenants
-    ``embeds_locally`` names, so their text never leaves.
+    ``local_embeddings`` answers embedContent and batchEmbedContents for the tenants whose
+    policy says ``local_embeddings``, so their text never leaves. A list of candidates never
+    mixes upstreams inside the gateway with upstreams outside it: falling back from the
+    one to the other would send out what the tenant's policy keeps in.
     """
 
     def __init__(
         self,
         default: Upstream,
         local_embeddings: Upstream | None = None,
-        embeds_locally: Callable[[str], bool] | None = None,
     ) -> None:
         self.default = default
         self.local_embeddings = local_embeddings
-        self._embeds_locally = embeds_locally or (lambda tenant: False)
+        # Built once: routing a request allocates nothing.
+        self._remote = (default,)
+        self._local = (local_embeddings,) if local_embeddings is not None else self._remote
 
-    def route(self, route: GeminiRoute, principal: Principal | None = None) -> Upstream:
-        """The upstream for ``route`` called by ``principal``."""
+    def candidates(
+        self, route: GeminiRoute, policy: TenantPolicy | None = None
+    ) -> tuple[Upstream, ...]:
+        """The upstreams that may answer ``route`` under the request's tenant ``policy``,
+        first choice first (one today); never empty."""
         if (
             self.local_embeddings is not None
             and route.method in _EMBEDDING
-            and principal is not None
-            and self._embeds_locally(principal.tenant)
+            and policy is not None
+            and policy.local_embeddings
         ):
-            return self.local_embeddings
-        return self.default
+            return self._local
+        return self._remote
 
     @property
     def upstreams(self) -> tuple[Upstream, ...]:
