@@ -76,10 +76,6 @@ class LocalgateError(Exception):
         """The canonical status string sent with it (``error.status``)."""
         return self.status
 
-    def envelope(self) -> dict[str, Any]:
-        """The Gemini error body for this error."""
-        return {"error": {"code": self.code, "message": self.message, "status": self.status_name}}
-
 
 class InvalidArgument(LocalgateError):
     """The request is malformed or not a valid Gemini request."""

@@ -20,6 +20,7 @@ from localgate.errors import (
     UpstreamUnreachable,
 )
 from localgate.exchange.replies import StreamReply, UpstreamCall
+from localgate.gemini.envelope import error_envelope
 from localgate.gemini.routes import match_route
 from localgate.secret import Secret
 from localgate.testing import FakeGemini
@@ -130,7 +131,7 @@ def test_an_error_envelope_passes_through_with_its_status(upstream: FakeGemini) 
         with_upstream(upstream.base_url, generate())
 
     assert (raised.value.code, raised.value.status_name) == (429, "RESOURCE_EXHAUSTED")
-    assert raised.value.envelope() == body
+    assert error_envelope(raised.value) == body
 
 
 def test_an_envelope_in_a_list_without_code_or_status_is_completed(upstream: FakeGemini) -> None:
@@ -139,7 +140,7 @@ def test_an_envelope_in_a_list_without_code_or_status_is_completed(upstream: Fak
     with pytest.raises(UpstreamError) as raised:
         with_upstream(upstream.base_url, generate())
 
-    assert raised.value.envelope() == envelope(503, "UNAVAILABLE", "The model is overloaded.")
+    assert error_envelope(raised.value) == envelope(503, "UNAVAILABLE", "The model is overloaded.")
 
 
 def test_an_error_without_a_gemini_body_gets_one_naming_the_upstream(

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from localgate.errors import ClientClosedRequest, InvalidArgument, LocalgateError, MethodNotAllowed
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
+from localgate.gemini.envelope import error_envelope
 from localgate.gemini.framing import Framing, StreamEncoder, dump_json
 from localgate.gemini.routes import GeminiMethod, GeminiRoute, match_route
 from localgate.gemini.schemas import validate_body
@@ -202,7 +203,7 @@ def error_response(error: LocalgateError, request_id: str) -> JsonResponse:
     headers = {}
     if isinstance(error, MethodNotAllowed):
         headers["allow"] = ", ".join(error.allowed)
-    return JsonResponse(dump_json(error.envelope()), error.code, headers, request_id)
+    return JsonResponse(dump_json(error_envelope(error)), error.code, headers, request_id)
 
 
 def _credential(request: IncomingRequest) -> str | None:

@@ -49,6 +49,7 @@ from localgate.errors import (
     Unimplemented,
 )
 from localgate.frontdoor.body import BODY_TIMED_OUT
+from localgate.gemini.envelope import error_envelope
 from localgate.gemini.framing import dump_json
 
 __all__ = ["gateway_protocol"]
@@ -330,7 +331,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             cycle.on_response = self._answered  # the last request parsed is answered last
             self.flow.pause_reading()
             return
-        body = dump_json(error.envelope())
+        body = dump_json(error_envelope(error))
         head = [STATUS_LINE[error.code]]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from localgate.errors import LocalgateError
+from localgate.gemini.envelope import error_envelope
 
 __all__ = ["Framing", "SseDecoder", "StreamEncoder", "dump_json"]
 
@@ -66,7 +67,7 @@ class StreamEncoder:
 
     def error(self, error: LocalgateError) -> bytes:
         """The bytes for an error after the 200 has been sent; the stream ends after it."""
-        return self.event(error.envelope())
+        return self.event(error_envelope(error))
 
     def close(self) -> bytes:
         """The bytes that end the stream."""
