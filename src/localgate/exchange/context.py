@@ -84,9 +84,10 @@ class RequestContext:
     # by those who record it, once per request rather than once per stream event.
     usage_metadata: dict[str, Any] | None = None
     model_version: str | None = None
-    # Owned by the redaction stage: the request's placeholder table lives here and
-    # nowhere else, and dies with the request.
-    redaction: Any = None
+    # Owned by the redaction stage (opaque to every other: typed ``object``, so nothing
+    # else can read it without the stage's own type): the request's placeholder table
+    # lives here and nowhere else, and dies with the request.
+    redaction: object | None = None
     redaction_summary: dict[tuple[str, str], int] = field(default_factory=dict)
     # The request's texts before redaction: only HMAC'd (and, if configured, encrypted)
     # by the audit stage; never logged.
@@ -96,9 +97,10 @@ class RequestContext:
     # collection its x-localgate-rag-collection header names.
     cache_control: str | None = None
     rag_collection: str | None = None
-    # Owned by the cache stage: what it needs to store this request's answer, and what
-    # the x-localgate-cache response header says (hit, miss, bypass, refresh).
-    cache: Any = None
+    # Owned by the cache stage (opaque to every other): what it needs to store this
+    # request's answer; and what the x-localgate-cache response header says (hit, miss,
+    # bypass, refresh).
+    cache: object | None = None
     cache_status: str | None = None
     # Personal data the policy let through in clear (action allow): the cache must see
     # them as part of what a question is about. Set by the redaction stage.
