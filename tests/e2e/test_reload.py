@@ -228,3 +228,40 @@ def test_a_stream_in_flight_across_a_reload_finishes_on_the_policy_it_started_wi
     records = gateway.access_records(2)
     assert [record["config"] for record in records] == [started_under, now_running]
     assert records[1]["request_id"] == after.headers["x-request-id"]
+
+
+def test_the_pid_file_goes_when_the_gateway_stops(
+    tmp_path: Path, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = Gateway(tmp_path, upstream, monkeypatch)
+    process = start(running.env, running.port, running.log, "--config", str(running.config))
+    pid_file = running.data / "localgate.pid"
+    assert pid_file.read_text().strip() == str(process.pid)
+
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
+
+    assert not pid_file.exists()
+    gone = running.reload()
+    assert gone.exit_code == 2
+    assert "no running gateway found" in gone.output
+
+
+def test_a_stale_pid_file_naming_another_program_is_not_signalled(
+    tmp_path: Path, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = Gateway(tmp_path, upstream, monkeypatch)
+    # A gateway that was killed left its pid file; the pid now belongs to another program.
+    other = subprocess.Popen(["sleep", "600"])  # noqa: S607 - a fixed, harmless program
+    try:
+        running.data.mkdir(parents=True, exist_ok=True)
+        (running.data / "localgate.pid").write_text(f"{other.pid}\n")
+
+        refused = running.reload()
+
+        assert refused.exit_code == 2
+        assert "not a localgate gateway" in refused.output
+        assert other.poll() is None  # not sent SIGHUP, which would have ended it
+    finally:
+        other.kill()
+        other.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)

@@ -1,10 +1,19 @@
-"""SIGHUP reloads the configuration of the gateway `localgate serve` runs."""
+"""SIGHUP reloads the configuration of the gateway `localgate serve` runs.
+
+While it can (the handler is installed), the gateway's process id is in its pid file,
+which ``localgate reload`` reads; the file goes when the application shuts down, before
+the server exits (uvicorn ends the process by re-raising the signal it stopped on, so
+code after ``uvicorn.run`` does not run).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+from pathlib import Path
 
 from localgate.policy import ConfigReloader, ReloadResult
 
@@ -16,8 +25,9 @@ logger = logging.getLogger("localgate.config")
 class ReloadOnHangup:
     """The SIGHUP handler of the running gateway: each signal starts one reload."""
 
-    def __init__(self, reloader: ConfigReloader) -> None:
+    def __init__(self, reloader: ConfigReloader, pid_file: Path | None = None) -> None:
         self._reloader = reloader
+        self._pid_file = pid_file
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[ReloadResult]] = set()
 
@@ -31,6 +41,9 @@ class ReloadOnHangup:
             logger.info("SIGHUP cannot reload this gateway: not run by `localgate serve`")
             return self
         self._loop = loop
+        if self._pid_file is not None:
+            self._pid_file.parent.mkdir(parents=True, exist_ok=True)
+            self._pid_file.write_text(f"{os.getpid()}\n", encoding="ascii")
         return self
 
     def _reload(self) -> None:
@@ -40,5 +53,10 @@ class ReloadOnHangup:
 
     def close(self) -> None:
         """Stop handling SIGHUP."""
-        if self._loop is not None:
-            self._loop.remove_signal_handler(signal.SIGHUP)
+        if self._loop is None:
+            return
+        self._loop.remove_signal_handler(signal.SIGHUP)
+        if self._pid_file is not None:
+            with contextlib.suppress(OSError):
+                if self._pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
+                    self._pid_file.unlink()

@@ -6,11 +6,9 @@ and is a thin layer over an admin service (``localgate.admin``): it parses, call
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -114,23 +112,15 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         bind_host,
         bind_port,
     )
-    # `localgate reload` finds the gateway by this file and signals it (SIGHUP).
-    pid_file = settings.data_dir / PID_FILE
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(f"{os.getpid()}\n", encoding="ascii")
-    try:
-        uvicorn.run(
-            create_app(settings, source),
-            host=bind_host,
-            port=bind_port,
-            log_config=None,
-            log_level=settings.logging.level,
-            **server_options(settings),
-        )
-    finally:
-        with contextlib.suppress(OSError):
-            if pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
-                pid_file.unlink()
+    uvicorn.run(
+        # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
+        create_app(settings, source, pid_file=settings.data_dir / PID_FILE),
+        host=bind_host,
+        port=bind_port,
+        log_config=None,
+        log_level=settings.logging.level,
+        **server_options(settings),
+    )
 
 
 @main.command()

@@ -8,6 +8,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import click
@@ -33,6 +34,13 @@ def reload_running_gateway(settings: Settings, timeout: float) -> int:
             err=True,
         )
         return 2
+    if not _is_a_gateway(pid):
+        click.echo(
+            f"localgate: {pid_file} names pid {pid}, which is not a localgate gateway (a stale "
+            "file from a gateway that did not stop cleanly?); not signalling it",
+            err=True,
+        )
+        return 2
     url = _readyz_url(settings)
     before = _config(url)
     try:
@@ -54,6 +62,19 @@ def reload_running_gateway(settings: Settings, timeout: float) -> int:
         time.sleep(_POLL_S)
     click.echo(f"localgate: the gateway did not report a reload within {timeout:g} s", err=True)
     return 2
+
+
+def _is_a_gateway(pid: int) -> bool:
+    """Whether ``pid`` runs localgate: a pid file left behind may name another program by
+    now, and SIGHUP ends most programs. Where /proc is missing, assume it does."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        command = cmdline.read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()
+    except OSError:
+        return True
+    return b"localgate" in command
 
 
 def _report(config: dict[str, Any]) -> int:
