@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,22 @@ def test_metadata_purge_leaves_a_signed_marker_and_a_verifiable_log(
         db.execute("UPDATE audit_log SET header = NULL WHERE seq = 2")  # the marker itself
     # Without its signed marker, the erasure of records 0-1 is no longer legitimate.
     assert "record 0: modified: the header was removed" in cli("verify").output
+
+
+def test_the_checkpoint_gauge_says_when_signing_last_caught_up(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    before = time.time()
+    with run_gateway(tmp_path / "data", upstream.base_url) as gateway:
+        send(gateway, {"contents": [{"parts": [{"text": "hi"}]}]})
+        with gateway.client() as client:
+            text = client.get("/metrics").text
+
+    (line,) = [
+        line
+        for line in text.splitlines()
+        if line.startswith("localgate_audit_checkpoint_last_success_timestamp_seconds ")
+    ]
+    # Set when the trail started (the first signing round is a minute later): an alert on
+    # its age then counts from the start, not from 1970.
+    assert float(line.split()[1]) >= before

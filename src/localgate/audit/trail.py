@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -68,6 +69,7 @@ class AuditTrail:
     retention: AuditSettings
     signer: CheckpointSigner | None = None
     readiness: AuditReadiness | None = None
+    metrics: GatewayMetrics | None = None
     _task: asyncio.Task[None] | None = None
     _shredder: asyncio.Task[None] | None = None
 
@@ -112,6 +114,7 @@ class AuditTrail:
             settings.audit,
             key,
             AuditReadiness(store, stage),
+            metrics,
         )
 
     async def start(self) -> None:
@@ -119,6 +122,9 @@ class AuditTrail:
         self.store.start()
         await self.stage.start()
         if self.checkpointer is not None:
+            if self.metrics is not None:
+                # Counted from the start: a gateway that can never sign is noticed too.
+                self.metrics.audit_checkpoint_success.set(time.time())
             self._task = asyncio.create_task(self._sign_forever())
         self._shredder = asyncio.create_task(self._shred_forever())
 
@@ -169,6 +175,9 @@ class AuditTrail:
             self.checkpointer.run()
         except Exception:
             logger.exception("audit: signing checkpoints failed")
+            return
+        if self.metrics is not None:
+            self.metrics.audit_checkpoint_success.set(time.time())
 
 
 def _spool_path(settings: Settings) -> Path:
