@@ -257,7 +257,7 @@ def test_an_entry_gone_from_the_store_costs_a_miss(
         assert await loaded(cache) == 1
 
         def delete_all() -> None:
-            collection = store.collection("acme", "cache", "chars512", "builtin")
+            collection = store.collection("acme", "cache", "terms512", "builtin")
             collection.delete(ids=collection.get(include=[])["ids"])
 
         await store.write(delete_all)  # behind the index's back (another replica, say)

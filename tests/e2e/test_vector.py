@@ -179,7 +179,7 @@ def test_the_answer_names_the_local_embedding_model(tmp_path: Path, upstream: Fa
             json={"content": {"parts": [{"text": "hello"}]}},
         )
 
-    assert response.headers["x-localgate-embedding-model"] == "localgate-char-ngram-512"
+    assert response.headers["x-localgate-embedding-model"] == "localgate-terms-512"
 
 
 def test_gateway_replicas_share_the_cache_through_a_chroma_server(
