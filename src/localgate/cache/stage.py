@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from localgate.cache.key_sets import REFRESH_S, KeySets
+from localgate.cache.key_sets import KeySets
 from localgate.cache.keys import CacheKey, cache_key
+from localgate.cache.mirror import REFRESH_S
 from localgate.cache.recent import RecentAnswers
 from localgate.cache.semantic_index import SemanticIndex
 from localgate.config import CacheSettings, Settings
