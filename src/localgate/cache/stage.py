@@ -133,7 +133,7 @@ class VectorCache:
         self._writer = CacheWriter(
             store, embedder, metrics, self._collection, self.key_sets, self.semantic_index
         )
-        # The built-in embedder takes about 0.1 ms: a semantic miss is then answered on the
+        # The built-in embedder takes about 0.2 ms: a semantic miss is then answered on the
         # event loop, with no thread hop. A model's embedding runs on the store's thread.
         self._embeds_inline = isinstance(embedder, HashingEmbedder)
         self._generation = store.disk_generation()

@@ -109,8 +109,8 @@ class HashingEmbedder:
         self._hash: Callable[[str], int] = murmurhash3_32
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        """One L2-normalised row of signed, weighted term counts per text (zeros for a text
-        without letters or digits)."""
+        """One L2-normalised row of signed, weighted term counts per text (zeros for an empty
+        or blank text)."""
         vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         murmur, dimensions = self._hash, self.dimensions
         for row, text in enumerate(texts):
@@ -133,7 +133,8 @@ def terms(text: str) -> dict[str, float]:
     question shares its characters with the passage that answers it even where it words
     them otherwise. Other text counts its words, their four-letter pieces at half weight
     (so "leaves" meets "leave", "passwords" "password") and each two words in a row at half
-    weight. Function words and characters count a tenth.
+    weight. Function words and characters count a tenth. A text without letters or digits
+    counts its characters.
     """
     counts: dict[str, float] = {}
 
@@ -141,7 +142,8 @@ def terms(text: str) -> dict[str, float]:
         counts[term] = counts.get(term, 0.0) + weight
 
     previous: tuple[str, float] | None = None
-    for match in _RUNS.finditer(unicodedata.normalize("NFKC", text).lower()):
+    normalised = unicodedata.normalize("NFKC", text).lower()
+    for match in _RUNS.finditer(normalised):
         run = match.group()
         if match.group(1) is not None:
             for character in run:
@@ -160,6 +162,12 @@ def terms(text: str) -> dict[str, float]:
         if previous is not None:
             add(f"p:{previous[0]} {run}", _PAIR_WEIGHT * min(weight, previous[1]))
         previous = (run, weight)
+    if not counts:
+        # No letters or digits (emoji, punctuation): its characters, so that it still has
+        # a vector, and two such texts compare as the old character n-grams did.
+        for character in normalised:
+            if not character.isspace():
+                add("x:" + character, 1.0)
     return counts
 
 
