@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ from pydantic import BaseModel
 
 from localgate.cli import main
 from localgate.config import Settings
+from localgate.observability import GatewayMetrics
 
 ROOT = Path(__file__).parent.parent
 
@@ -54,3 +56,45 @@ def test_every_cli_command_is_in_the_readme() -> None:
     missing = [c for c in commands(main, "localgate ") if c not in readme]
 
     assert missing == []
+
+
+def documentation() -> str:
+    """The README and every page under docs/, as one text."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(page.read_text() for page in pages)
+
+
+# What the exposition appends to a family's name for the series a user sees.
+_SUFFIX = {"counter": "_total", "info": "_info"}
+
+
+def exposed_metrics() -> dict[str, str]:
+    """Every metric the gateway's /metrics shows, by the name a user sees (counters with
+    ``_total``), and its type."""
+    return {
+        family.name + _SUFFIX.get(family.type, ""): family.type
+        for family in GatewayMetrics().registry.collect()
+    }
+
+
+def test_every_metric_is_documented() -> None:
+    text = documentation()
+
+    missing = [name for name in exposed_metrics() if not re.search(rf"\b{name}\b", text)]
+
+    assert missing == []
+
+
+def test_every_documented_metric_exists() -> None:
+    exposed = exposed_metrics()
+    # A histogram's series: its buckets, sum and count.
+    names = set(exposed) | {
+        name + suffix
+        for name, kind in exposed.items()
+        if kind == "histogram"
+        for suffix in ("_bucket", "_sum", "_count")
+    }
+
+    unknown = sorted(set(re.findall(r"\blocalgate_[a-z_]*[a-z]", documentation())) - names)
+
+    assert unknown == []

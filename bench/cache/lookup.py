@@ -300,8 +300,8 @@ class LookupBench:
     async def _load_keys(self, name: str, size: int) -> None:
         """Load the tenant's key set, as a gateway does in the background on its first lookup."""
         started = time.perf_counter()
-        known = await self._caches[name].load_keys(_tenant(name, size))
-        await self._unindexed[name].load_keys(_tenant(name, size))
+        known = await self._caches[name].key_sets.load(_tenant(name, size))
+        await self._unindexed[name].key_sets.load(_tenant(name, size))
         if known != size:
             raise BenchError(f"{_tenant(name, size)}: {known} keys loaded, {size} expected")
         elapsed = time.perf_counter() - started
@@ -313,13 +313,13 @@ class LookupBench:
         tenant = _tenant(name, size)
         cache = self._caches[name]
         started = time.perf_counter()
-        known = await cache.load_semantic(tenant)
+        known = await cache.semantic_index.load(tenant)
         elapsed = time.perf_counter() - started
         semantic = size - len(range(0, size, 5))  # one entry in five is exact-only
         if known != semantic:
             raise BenchError(f"{tenant}: {known} semantic entries loaded, {semantic} expected")
         self.results.index_s[(name, size)] = elapsed
-        self.results.index_bytes[(name, size)] = cache.semantic_memory(tenant) or 0
+        self.results.index_bytes[(name, size)] = cache.semantic_index.memory_bytes(tenant) or 0
         progress(f"lookup: {name}: semantic index of {known:,} entries loaded in {elapsed:.1f} s")
 
     async def _time(self, call: _Call) -> None:
@@ -380,7 +380,7 @@ def _get(collection: Any, entry: str) -> None:
 
 
 def _upsert(collection: Any, entry: str, vector: Vectors, text: str, ttl_s: float) -> None:
-    """One entry written as ``VectorCache._write`` writes it (a semantic one)."""
+    """One entry written as ``CacheWriter._write`` writes it (a semantic one)."""
     now = time.time()
     collection.upsert(
         ids=[entry],

@@ -275,7 +275,7 @@ def _lookup_section(options: Options, lookups: LookupResults) -> list[str]:
         f"the store's reading thread included, where it makes one), for one tenant whose "
         f"cache holds {small:,} or "
         f"{large:,} entries in an embedded Chroma store on local disk. The entries were "
-        f"inserted in bulk with the ids, metadata and documents `VectorCache._write` produces "
+        f"inserted in bulk with the ids, metadata and documents `CacheWriter._write` produces "
         f"(exact key as id; fingerprint, semantic flag, model, version, creation and expiry; "
         f"the answer as the upstream sent it): {large:,} distinct questions made from templates "
         f"(`bench/cache_corpus/filler.json`; half English, half Chinese, some with "

@@ -20,7 +20,7 @@ from bench.cache.prompts import ask
 from bench.machine import Machine
 
 # The series "during a write" must follow the gateway's linger, so it is taken from there.
-from localgate.cache.stage import WRITE_LINGER_S as LINGER_S
+from localgate.cache.writer import WRITE_LINGER_S as LINGER_S
 from localgate.testing import FakeGemini
 
 __all__ = ["SPEED_ROUNDS", "Speedup", "measure_speedup"]

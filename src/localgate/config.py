@@ -312,7 +312,7 @@ class RagSettings(_Section):
     enabled: bool = False
     collection: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
     top_k: int = Field(4, ge=1, le=50)
-    min_similarity: float = Field(0.3, ge=0, le=1)
+    min_similarity: float = Field(0.25, ge=0, le=1)
     chunk_chars: int = Field(1000, ge=100, le=100_000)
     chunk_overlap: int = Field(100, ge=0)
 

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 from localgate.admin.cache import CacheAdmin
+from localgate.vectorstore.embedders import HashingEmbedder
 from localgate.vectorstore.store import VectorStore
 from tests.cache.helpers import new_cache, settings_from, store_answer
 
@@ -33,7 +34,7 @@ def test_stats_and_clear_per_tenant(tmp_path: Path) -> None:
 
     assert [(s.tenant, s.entries, s.expired) for s in every] == [("acme", 2, 0), ("globex", 1, 0)]
     assert every[0].models == {"models/gemini-2.5-flash": 2}
-    assert every[0].embedder == "localgate-char-ngram-512"
+    assert every[0].embedder == HashingEmbedder().name
     assert [s.tenant for s in of_globex] == ["globex"]
     assert [info.tenant for info in dropped] == ["acme"]
     assert [s.tenant for s in left] == ["globex"]

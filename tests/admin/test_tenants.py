@@ -15,7 +15,7 @@ from localgate.admin.tenants import (
     TenantAdmin,
     is_tenant_name,
 )
-from localgate.config import Settings, load_settings
+from localgate.config import RagSettings, Settings, load_settings
 from localgate.errors import NotFound
 
 CONFIG = """\
@@ -90,7 +90,9 @@ def test_the_policy_is_the_global_one_with_the_tenants_changes(settings: Setting
             scan_answers=False,
         ),
         cache=CachePolicy(enabled=False, exact=True, semantic=False, ttl_s=600),
-        rag=RagPolicy(enabled=False, collection=None, top_k=3, min_similarity=0.3),
+        rag=RagPolicy(
+            enabled=False, collection=None, top_k=3, min_similarity=RagSettings().min_similarity
+        ),
         local_embeddings=False,
     )
 

@@ -83,8 +83,8 @@ async def semantic(cache: VectorCache, text: str, tenant: str = "acme") -> str:
 
 async def loaded(cache: VectorCache, tenant: str = "acme") -> int:
     """Load both of the tenant's indexes, as its first lookups do in the background."""
-    await cache.load_keys(tenant)
-    return await cache.load_semantic(tenant)
+    await cache.key_sets.load(tenant)
+    return await cache.semantic_index.load(tenant)
 
 
 def test_a_semantic_hit_needs_no_nearest_neighbour_query_once_loaded(
@@ -120,7 +120,7 @@ def test_own_writes_join_the_index(settings: Settings, store: CountingStore) -> 
         store.touch()  # the gateway forgets the answers it remembers
 
         queries = store.counts["query"]
-        assert cache.semantic_entries("acme") == 1
+        assert cache.semantic_index.size("acme") == 1
         assert await semantic(cache, PARKING.rstrip("?")) == "hit; layer=semantic"
         assert store.counts["query"] == queries
         await cache.close()
@@ -140,7 +140,7 @@ def test_an_entry_written_by_another_replica_is_a_hit_after_a_refresh(
 
         async def known() -> int | None:
             await semantic(cache, "Never asked before")  # keeps the index refreshed
-            return cache.semantic_entries("acme")
+            return cache.semantic_index.size("acme")
 
         await poll(known, lambda size: size == 1)
         queries = store.counts["query"]
@@ -217,7 +217,7 @@ def test_the_index_keeps_the_newest_entries_up_to_its_cap(tmp_path: Path) -> Non
         assert await semantic(cache, questions[2].rstrip("?")) == "hit; layer=semantic"
         await store_answer(cache, store, questions[3])  # drops the oldest it holds
         store.touch()
-        assert cache.semantic_entries("acme") == 2
+        assert cache.semantic_index.size("acme") == 2
         assert await semantic(cache, questions[1].rstrip("?")) == "miss"
         assert await semantic(cache, questions[3].rstrip("?")) == "hit; layer=semantic"
         await cache.close()
@@ -239,7 +239,7 @@ def test_a_cleared_cache_empties_the_index(settings: Settings, store: CountingSt
 
         async def known() -> int | None:
             await semantic(cache, "Never asked before")
-            return cache.semantic_entries("acme")
+            return cache.semantic_index.size("acme")
 
         await poll(known, lambda size: size == 0)
         assert await semantic(cache, PARKING.rstrip("?")) == "miss"
@@ -257,12 +257,12 @@ def test_an_entry_gone_from_the_store_costs_a_miss(
         assert await loaded(cache) == 1
 
         def delete_all() -> None:
-            collection = store.collection("acme", "cache", "chars512", "builtin")
+            collection = store.collection("acme", "cache", "terms512", "builtin")
             collection.delete(ids=collection.get(include=[])["ids"])
 
         await store.write(delete_all)  # behind the index's back (another replica, say)
         gets = store.counts["get"]
-        assert cache.semantic_entries("acme") == 1
+        assert cache.semantic_index.size("acme") == 1
         assert await semantic(cache, PARKING.rstrip("?")) == "miss"
         assert store.counts["get"] == gets + 1  # the candidate was looked for, not found
         await cache.close()

@@ -72,7 +72,7 @@ def test_once_the_keys_are_loaded_a_miss_makes_no_trip_to_the_store(
         reads = store.reads
         assert await lookup(cache, "Never asked before") == "miss"
         assert store.reads == reads + 1
-        await poll(lambda: _value(cache.known_keys("acme")), lambda size: size == 1)
+        await poll(lambda: _value(cache.key_sets.size("acme")), lambda size: size == 1)
 
         reads = store.reads
         never = [await lookup(cache, f"Never asked before, number {i}") for i in range(20)]
@@ -93,12 +93,12 @@ def test_once_the_keys_are_loaded_a_miss_makes_no_trip_to_the_store(
 def test_own_writes_join_the_key_set(settings: Settings, store: CountingStore) -> None:
     async def scenario() -> None:
         cache = new_cache(settings, store)
-        assert await cache.load_keys("acme") == 0
+        assert await cache.key_sets.load("acme") == 0
         await store_answer(cache, store, "Name three rivers")
         store.touch()  # as a CLI would: the gateway forgets the answers it remembers
 
         reads = store.reads
-        assert cache.known_keys("acme") == 1
+        assert cache.key_sets.size("acme") == 1
         assert await lookup(cache, "Name three rivers") == "hit; layer=exact"
         assert store.reads == reads + 1  # from the store, not from memory
         await cache.close()
@@ -111,7 +111,7 @@ def test_an_entry_written_by_another_replica_is_found_after_a_refresh(
 ) -> None:
     async def scenario() -> None:
         cache = new_cache(settings, store, refresh_s=QUICK)
-        assert await cache.load_keys("acme") == 0
+        assert await cache.key_sets.load("acme") == 0
         # Another gateway sharing the store (a Chroma server, in production).
         other_store = VectorStore(settings)
         other = new_cache(settings, other_store)
@@ -135,7 +135,7 @@ def test_a_cleared_cache_empties_the_key_set(settings: Settings, store: Counting
         cache = new_cache(settings, store, refresh_s=QUICK)
         for question in ("Name three oceans", "Name three deserts"):
             await store_answer(cache, store, question)
-        assert await cache.load_keys("acme") == 2
+        assert await cache.key_sets.load("acme") == 2
         # ``localgate cache clear`` in another process.
         cli = VectorStore(settings)
         cli.sync(clear_cache, cli, "acme")
@@ -162,8 +162,8 @@ def test_a_tenant_never_hits_another_tenants_entries(
         await store_answer(writer, store, "What is your refund policy?", tenant="acme")
         await writer.close()
         cache = new_cache(settings, store)
-        assert await cache.load_keys("acme") == 1
-        assert await cache.load_keys("globex") == 0
+        assert await cache.key_sets.load("acme") == 1
+        assert await cache.key_sets.load("globex") == 0
 
         reads = store.reads
         globex = await lookup(cache, "What is your refund policy?", tenant="globex")
@@ -171,7 +171,7 @@ def test_a_tenant_never_hits_another_tenants_entries(
 
         assert (globex, acme) == ("miss", "hit; layer=exact")
         assert store.reads == reads + 1  # acme's hit only
-        assert cache.known_keys("globex") == 0
+        assert cache.key_sets.size("globex") == 0
         await cache.close()
 
     asyncio.run(scenario())
@@ -184,4 +184,4 @@ async def _value(value: T) -> T:
 async def _known_after_lookup(cache: VectorCache, text: str) -> int | None:
     """Look up (which keeps the set refreshed), then the set's size."""
     await lookup(cache, text)
-    return cache.known_keys("acme")
+    return cache.key_sets.size("acme")

@@ -20,6 +20,7 @@ from localgate.vectorstore.store import VectorStore
 from tests.conftest import RunningGateway, run_gateway, wait_until
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 HANDBOOK = """# Leave policy
 
 Employees get 15 days of paid annual leave per year. Requests go to 张伟 (phone
@@ -102,6 +103,32 @@ def test_the_audit_record_lists_the_passages_used(
     assert "annual leave" not in str(record)
 
 
+def test_the_answer_says_whether_retrieval_added_passages(
+    tmp_path: Path, upstream: FakeGemini, documents: Path
+) -> None:
+    unrelated = {"contents": [{"role": "user", "parts": [{"text": "今天天气怎么样"}]}]}
+    named = {"x-goog-api-key": "", "x-localgate-rag-collection": "handbook"}
+    # The default rag.min_similarity: the unrelated question finds nothing.
+    with run_gateway(tmp_path / "data", upstream.base_url, config="rag: {enabled: true}") as gw:
+        ingest(gw, "acme", "handbook", documents)
+        named["x-goog-api-key"] = gw.key
+        with gw.client(headers=named) as client:
+            found = client.post(GENERATE, json=QUESTION)
+            nothing = client.post(GENERATE, json=unrelated)
+            streamed = client.post(STREAM, json=QUESTION)
+            streamed_nothing = client.post(STREAM, json=unrelated)
+        without = post(gw, QUESTION)  # no collection named: retrieval does not apply
+
+    assert found.status_code == nothing.status_code == streamed.status_code == 200
+    assert found.headers["x-localgate-rag"] == "added; passages=1"
+    assert streamed.headers["x-localgate-rag"] == "added; passages=1"
+    assert nothing.headers["x-localgate-rag"] == "none"
+    assert streamed_nothing.headers["x-localgate-rag"] == "none"
+    assert "x-localgate-rag" not in without.headers
+    sent = [request.body for request in upstream.requests]
+    assert ["systemInstruction" in body for body in sent] == [True, False, True, False, False]
+
+
 def test_a_tenant_cannot_retrieve_another_tenants_collection(
     rag_gateway: RunningGateway, upstream: FakeGemini, documents: Path
 ) -> None:
@@ -179,7 +206,7 @@ def test_the_answer_names_the_local_embedding_model(tmp_path: Path, upstream: Fa
             json={"content": {"parts": [{"text": "hello"}]}},
         )
 
-    assert response.headers["x-localgate-embedding-model"] == "localgate-char-ngram-512"
+    assert response.headers["x-localgate-embedding-model"] == "localgate-terms-512"
 
 
 def test_gateway_replicas_share_the_cache_through_a_chroma_server(

@@ -125,8 +125,8 @@ def test_list(config: Path, docs: Path) -> None:
     rows = [line.split() for line in table.stdout.splitlines()]
     assert rows == [
         ["TENANT", "COLLECTION", "CHUNKS", "EMBEDDER"],
-        ["acme", "hr", "1", "localgate-char-ngram-512"],
-        ["*", "(shared)", "handbook", "2", "localgate-char-ngram-512"],
+        ["acme", "hr", "1", "localgate-terms-512"],
+        ["*", "(shared)", "handbook", "2", "localgate-terms-512"],
     ]
     assert [(line["tenant"], line["collection"], line["chunks"]) for line in lines] == [
         ("*", "handbook", 2),

@@ -390,7 +390,7 @@ def test_a_collection_of_another_embedder_says_to_reingest(
     old = Library(settings, store, HashingEmbedder(256))
     store.sync(old.ingest, "acme", "handbook", [docs])
 
-    with pytest.raises(NotFound, match=r"ingested with localgate-char-ngram-256.*re-ingest"):
+    with pytest.raises(NotFound, match=r"ingested with localgate-terms-256.*re-ingest"):
         store.sync(library.query, "acme", "handbook", "年假")
 
 

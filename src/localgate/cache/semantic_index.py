@@ -23,26 +23,20 @@ full reload, which keeps the newest.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import math
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from localgate.cache.key_sets import REFRESH_S, Upkeep
+from localgate.cache.mirror import REFRESH_S, TenantMirror, Upkeep
 from localgate.observability import GatewayMetrics
 from localgate.vectorstore.embedders import Vectors
 from localgate.vectorstore.store import VectorStore, VectorStoreUnavailable
 
 __all__ = ["Candidate", "SemanticIndex"]
-
-logger = logging.getLogger("localgate.cache")
 
 # Entries per page when a tenant's index is loaded (a page of 512-d vectors is 20 MB).
 _PAGE = 10_000
@@ -342,11 +336,13 @@ class _Tenant(Upkeep):
     reloading: bool = False  # a full reload is under way: the index in use stays trusted
 
 
-class SemanticIndex:
+class SemanticIndex(TenantMirror[_Tenant]):
     """Per tenant, the semantic entries' vectors in memory, kept up to date in the background.
 
     ``collection`` opens a tenant's cache collection (on the store's threads).
     """
+
+    _what = "a semantic index"
 
     def __init__(
         self,
@@ -357,25 +353,10 @@ class SemanticIndex:
         max_entries: int,
         refresh_s: float = REFRESH_S,
     ) -> None:
-        self._store = store
+        super().__init__(store, metrics, _Tenant, refresh_s)
         self._collection = collection
-        self._metrics = metrics
         self._dimensions = dimensions
         self._max_entries = max_entries
-        self._refresh_s = refresh_s
-        self._tenants: dict[str, _Tenant] = {}
-
-    def maintain(self, tenant: str) -> None:
-        """Start loading or refreshing the tenant's index, when that is due (on its lookups)."""
-        if self._max_entries <= 0:
-            return
-        state = self._tenants.get(tenant)
-        if state is None:
-            state = self._tenants[tenant] = _Tenant(pause_s=self._refresh_s)
-        step = state.due(loaded=state.entries is not None)
-        if step is not None:
-            work = self._load if step == "load" else self._refresh
-            state.task = asyncio.get_running_loop().create_task(work(tenant, state))
 
     def nearest(
         self,
@@ -421,47 +402,34 @@ class SemanticIndex:
         state = self._tenants.get(tenant)
         return None if state is None or state.entries is None else state.entries.memory_bytes()
 
-    def refresh_soon(self) -> None:
-        """Another process changed the store: refresh every index on its next lookup."""
-        for state in self._tenants.values():
-            state.refresh_due = -math.inf
+    # -- the mirror's hooks ---------------------------------------------------------
 
-    async def load(self, tenant: str) -> int:
-        """Load the tenant's index now, after any load or refresh under way; its size."""
-        state = self._tenants.setdefault(tenant, _Tenant(pause_s=self._refresh_s))
-        if state.task is not None and not state.task.done():
-            await asyncio.shield(state.task)
-        state.task = asyncio.get_running_loop().create_task(self._load(tenant, state))
-        await asyncio.shield(state.task)
+    def _enabled(self) -> bool:
+        return self._max_entries > 0
+
+    def _is_loaded(self, state: _Tenant) -> bool:
+        return state.entries is not None
+
+    def _size(self, state: _Tenant) -> int:
         return len(state.entries) if state.entries is not None else 0
 
-    async def close(self) -> None:
-        """Stop loading and refreshing."""
-        tasks = [state.task for state in self._tenants.values() if state.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _load(self, tenant: str, state: _Tenant) -> None:
+    async def _read_all(self, tenant: str, state: _Tenant) -> None:
         """Read the tenant's semantic entries page by page, build the graph, then use it."""
-        started, wall = time.monotonic(), time.time()
         state.reloading = state.entries is not None
         try:
-            entries = await self._read_all(tenant, state)
+            entries = await self._read_pages(tenant, state)
             while not await self._store.background(entries.seal_step):
                 pass
-        except VectorStoreUnavailable as exc:
+        except VectorStoreUnavailable:
             state.loading = None
-            self._failed(state, "be loaded", exc.reason)
-            return
+            raise
         finally:
             state.reloading = False
         # In this order: a write meanwhile (on the writing thread) reaches one or the other.
         state.entries = entries
         state.loading = None
-        state.loaded(started, wall)
 
-    async def _read_all(self, tenant: str, state: _Tenant) -> _Entries:
+    async def _read_pages(self, tenant: str, state: _Tenant) -> _Entries:
         offset = 0
         entries: _Entries | None = None
         while True:
@@ -479,38 +447,27 @@ class SemanticIndex:
                 return entries
             offset += _PAGE
 
-    async def _refresh(self, tenant: str, state: _Tenant) -> None:
+    async def _read_since(self, tenant: str, state: _Tenant) -> None:
         """Add the entries created since the last refresh; notice a cleared collection."""
-        started, wall = time.monotonic(), time.time()
         entries = state.entries
-        try:
-            ident, page = await self._store.background(self._created_since, tenant, state.since)
-            if entries is not None and ident != entries.collection:
-                # Made anew since the last refresh: what it holds was created since, and is
-                # in this page.
-                entries = await self._new_entries(ident)
-                entries.seal_step()  # empty: sealed at once
-                state.entries = entries
-        except VectorStoreUnavailable as exc:
-            self._failed(state, "be refreshed", exc.reason)
-            return
+        ident, page = await self._store.background(self._created_since, tenant, state.since)
+        if entries is not None and ident != entries.collection:
+            # Made anew since the last refresh: what it holds was created since, and is
+            # in this page.
+            entries = await self._new_entries(ident)
+            entries.seal_step()  # empty: sealed at once
+            state.entries = entries
         if entries is None:
             return
         ids, vectors, metadatas = page
         if ids:
             entries.add(ids, vectors, metadatas)
-        state.refreshed(started, wall, self._refresh_s)
 
     async def _new_entries(self, collection: str) -> _Entries:
         # Made on the background thread: the first imports faiss (a quarter of a second).
         return await self._store.background(
             _Entries, self._dimensions, collection, self._max_entries
         )
-
-    def _failed(self, state: _Tenant, what: str, reason: str) -> None:
-        logger.warning("cache: a semantic index could not %s: %s", what, reason)
-        self._metrics.cache_errors.labels("keys").inc()
-        state.failed()
 
     # -- on the store's background thread -------------------------------------
 

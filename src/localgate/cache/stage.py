@@ -25,13 +25,12 @@ The keys are made in ``cache_keys``. Three mechanisms spare lookups a trip to th
 the tenant's key sets (``key_sets``) tell an exact miss at once, the answers this
 gateway stored or read lately (``recent``) serve an exact hit from memory, and the
 tenant's semantic index (``semantic_index``) finds a semantic layer's candidates in
-memory, so the store is asked only to read one that passes.
+memory, so the store is asked only to read one that passes. Answers are stored by the
+cache's writer (``writer``), in batches, after the client has them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -40,10 +39,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from localgate.cache.key_sets import REFRESH_S, KeySets
+from localgate.cache.key_sets import KeySets
 from localgate.cache.keys import CacheKey, cache_key
+from localgate.cache.mirror import REFRESH_S
 from localgate.cache.recent import RecentAnswers
 from localgate.cache.semantic_index import SemanticIndex
+from localgate.cache.writer import CacheWriter, QueuedAnswer
 from localgate.config import CacheSettings, Settings
 from localgate.exchange.context import RequestContext
 from localgate.exchange.replies import UnaryReply
@@ -64,12 +65,6 @@ _CACHEABLE = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENER
 # Finish reasons of an answer worth replaying; anything else (SAFETY, RECITATION,
 # MAX_TOKENS, ...) is served once and not kept.
 _COMPLETE = frozenset({"STOP"})
-_PURGE_EVERY = 1000
-# Answers waiting to be stored beyond this are not stored (a store that cannot keep up
-# must not grow the gateway's memory); counted as store errors.
-_MAX_QUEUED = 10_000
-_CLOSE_WAIT_S = 5.0
-WRITE_LINGER_S = 0.25
 
 
 @dataclass(slots=True)
@@ -80,16 +75,6 @@ class _Ticket:
     key: CacheKey
     settings: CacheSettings
     events: list[bytes] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """An answer on its way into the store."""
-
-    tenant: str
-    key: CacheKey
-    document: str
-    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +114,13 @@ class VectorCache:
         # (so a rollout that alternates two versions does not empty the cache). Learnt
         # from traffic: a restart forgets it; the TTL still bounds an answer's age.
         self._versions: dict[str, dict[str, float]] = {}
-        # Answers waiting to be stored, written in batches on the store's writing thread.
-        self._queue: list[_Entry] = []
-        self._draining: asyncio.Task[None] | None = None
-        self._stored: dict[str, int] = {}
         self._recent = RecentAnswers()
-        self._keys = KeySets(store, self._collection, metrics, self._recent.forget, key_refresh_s)
-        self._semantic = SemanticIndex(
+        # The tenants' in-memory copies of the store: lookups load them by themselves, in
+        # the background; the benchmark and tests load and measure them here.
+        self.key_sets = KeySets(
+            store, self._collection, metrics, self._recent.forget, key_refresh_s
+        )
+        self.semantic_index = SemanticIndex(
             store,
             self._collection,
             metrics,
@@ -143,7 +128,11 @@ class VectorCache:
             settings.cache.semantic.max_index_entries,
             key_refresh_s,
         )
-        # The built-in embedder takes about 0.1 ms: a semantic miss is then answered on the
+        # Answers waiting to be stored, written in batches on the store's writing thread.
+        self._writer = CacheWriter(
+            store, embedder, metrics, self._collection, self.key_sets, self.semantic_index
+        )
+        # The built-in embedder takes about 0.2 ms: a semantic miss is then answered on the
         # event loop, with no thread hop. A model's embedding runs on the store's thread.
         self._embeds_inline = isinstance(embedder, HashingEmbedder)
         self._generation = store.disk_generation()
@@ -176,9 +165,9 @@ class VectorCache:
         started = time.perf_counter()
         try:
             if policy.exact:
-                self._keys.maintain(tenant)
+                self.key_sets.maintain(tenant)
             if policy.semantic.enabled and key.semantic:
-                self._semantic.maintain(tenant)
+                self.semantic_index.maintain(tenant)
             hit = self._recent_hit(tenant, key, policy)
             if hit is None:
                 hit = await self._stored_hit(tenant, key, policy)
@@ -226,11 +215,8 @@ class VectorCache:
         answer = events[0] if len(events) == 1 else merge_stream(events)
         if not _worth_keeping(answer):
             return
-        if len(self._queue) >= _MAX_QUEUED:
-            self._metrics.cache_errors.labels("store").inc()
-            return
         now = time.time()
-        entry = _Entry(
+        entry = QueuedAnswer(
             tenant=ticket.tenant,
             key=ticket.key,
             document=orjson.dumps(answer).decode(),
@@ -243,40 +229,15 @@ class VectorCache:
                 "expires": now + ticket.settings.ttl_s,
             },
         )
-        # Served from memory at once, before the (lingering) write reaches the store.
-        self._recent.put(entry.tenant, entry.key.exact, entry.metadata, entry.document)
-        self._queue.append(entry)
-        if self._draining is None or self._draining.done():
-            self._draining = asyncio.get_running_loop().create_task(self._drain())
-
-    async def load_keys(self, tenant: str) -> int:
-        """Load the tenant's key set now and return its size (lookups load it by themselves,
-        in the background; the benchmark and tests wait for it here)."""
-        return await self._keys.load(tenant)
-
-    def known_keys(self, tenant: str) -> int | None:
-        """How many exact keys the tenant's key set holds; None until it is loaded."""
-        return self._keys.size(tenant)
-
-    async def load_semantic(self, tenant: str) -> int:
-        """Load the tenant's semantic index now and return its size (as ``load_keys``)."""
-        return await self._semantic.load(tenant)
-
-    def semantic_entries(self, tenant: str) -> int | None:
-        """How many entries the tenant's semantic index holds; None until it is loaded."""
-        return self._semantic.size(tenant)
-
-    def semantic_memory(self, tenant: str) -> int | None:
-        """About the bytes the tenant's semantic index takes; None until it is loaded."""
-        return self._semantic.memory_bytes(tenant)
+        if self._writer.put(entry):
+            # Served from memory at once, before the (lingering) write reaches the store.
+            self._recent.put(entry.tenant, entry.key.exact, entry.metadata, entry.document)
 
     async def close(self) -> None:
         """Give answers still queued a moment to be stored; stop the indexes' upkeep."""
-        await self._keys.close()
-        await self._semantic.close()
-        if self._draining is not None and not self._draining.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._draining), _CLOSE_WAIT_S)
+        await self.key_sets.close()
+        await self.semantic_index.close()
+        await self._writer.close()
 
     def _recent_hit(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
         """An exact hit among the entries this gateway stored or read lately."""
@@ -285,8 +246,8 @@ class VectorCache:
             # Another process changed the store (cache clear): forget what we remember.
             self._generation = generation
             self._recent.clear()
-            self._keys.refresh_soon()
-            self._semantic.refresh_soon()
+            self.key_sets.refresh_soon()
+            self.semantic_index.refresh_soon()
         if not policy.exact:
             return None
         found = self._recent.get(tenant, key.exact)
@@ -297,7 +258,7 @@ class VectorCache:
 
     async def _stored_hit(self, tenant: str, key: CacheKey, policy: CacheSettings) -> _Hit | None:
         """A hit from the store; an exact key its key set says is absent is not asked for."""
-        known = self._keys.holds(tenant, key.exact) if policy.exact else None
+        known = self.key_sets.holds(tenant, key.exact) if policy.exact else None
         if known is False:
             self._metrics.cache_lookups.labels("exact", "miss").inc()
         exact = policy.exact and known is not False
@@ -312,7 +273,7 @@ class VectorCache:
                 return None  # no candidate in the semantic index: no trip either
         found = await self._store.run(self._find, tenant, key, policy, exact, close)
         if found.absent:
-            self._keys.discard(tenant, key.exact)
+            self.key_sets.discard(tenant, key.exact)
         return found.hit
 
     # -- on the store's thread -------------------------------------------------
@@ -388,7 +349,7 @@ class VectorCache:
     ) -> list[tuple[str, float]] | None:
         """Candidates from the tenant's semantic index: near enough (approximately), of this
         conversation and fresh; None when the index cannot tell."""
-        found = self._semantic.nearest(
+        found = self.semantic_index.nearest(
             tenant,
             self._vector(key),
             key.fingerprint,
@@ -454,61 +415,6 @@ class VectorCache:
             other != version and first_seen > created
             for other, first_seen in self._versions.get(model, {}).items()
         )
-
-    async def _drain(self) -> None:
-        # A write holds up reads in Chroma: gather answers for a moment, write them
-        # together, so a burst of misses costs the lookups one pause, not one each.
-        await asyncio.sleep(WRITE_LINGER_S)
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                await self._store.write(self._write, batch)
-            except Exception:
-                logger.exception("cache: %d answers could not be stored", len(batch))
-                self._metrics.cache_errors.labels("store").inc(len(batch))
-            else:
-                self._metrics.cache_stores.inc(len(batch))
-                for entry in batch:
-                    self._keys.add(entry.tenant, (entry.key.exact,))
-
-    def _write(self, batch: list[_Entry]) -> None:
-        """Store a batch: one upsert per tenant (on the store's writing thread)."""
-        by_tenant: dict[str, dict[str, _Entry]] = {}
-        for entry in batch:  # the same request twice: the later answer wins
-            by_tenant.setdefault(entry.tenant, {})[entry.key.exact] = entry
-        now = time.time()
-        for tenant, items in by_tenant.items():
-            entries = list(items.values())
-            collection = self._collection(tenant)
-            ids = [entry.key.exact for entry in entries]
-            vectors = self._vectors([entry.key for entry in entries])
-            metadatas = [entry.metadata for entry in entries]
-            collection.upsert(
-                ids=ids,
-                embeddings=vectors,
-                documents=[entry.document for entry in entries],
-                metadatas=metadatas,
-            )
-            self._semantic.add(tenant, ids, vectors, metadatas)
-            stored = self._stored.get(tenant, 0)
-            self._stored[tenant] = stored + len(entries)
-            if stored // _PURGE_EVERY != self._stored[tenant] // _PURGE_EVERY:
-                collection.delete(where={"expires": {"$lt": now}})
-
-    def _vectors(self, keys: list[CacheKey]) -> Vectors:
-        """The entries' vectors: the last turn's embedding where the semantic layer may
-        use it; elsewhere one fixed unit vector (Chroma needs one; embedding is wasted)."""
-        vectors = np.zeros((len(keys), self._embedder.dimensions), dtype=np.float32)
-        vectors[:, 0] = 1.0
-        missing = [i for i, key in enumerate(keys) if key.semantic and key.vector is None]
-        if missing:
-            embedded = self._embedder.embed([keys[i].last_turn for i in missing])
-            for row, i in enumerate(missing):
-                keys[i].vector = embedded[row]
-        for i, key in enumerate(keys):
-            if key.semantic and key.vector is not None:
-                vectors[i] = key.vector
-        return vectors
 
 
 def _worth_keeping(answer: Any) -> bool:

@@ -112,6 +112,8 @@ class RequestContext:
     # both go into the audit record (ids, never text).
     served_from: dict[str, Any] | None = None
     rag: dict[str, Any] | None = None
+    # Headers a stage adds to the answer (x-localgate-rag); the pipeline sends them.
+    reply_headers: dict[str, str] = field(default_factory=dict)
     audited: bool = False
     # The answer as the upstream sent it (placeholders, not values), for the audit record.
     answer_events: list[bytes] = field(default_factory=list)

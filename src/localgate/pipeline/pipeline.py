@@ -154,6 +154,7 @@ class Pipeline:
             self.cache.complete(ctx)
         if ctx.cache_status is not None:
             reply.headers[CACHE_HEADER] = ctx.cache_status
+        reply.headers.update(ctx.reply_headers)
         return reply
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
@@ -215,6 +216,7 @@ class _AnswerStream:
         headers = self._upstream.headers
         if self._ctx.cache_status is not None:
             headers = {**headers, CACHE_HEADER: self._ctx.cache_status}
+        headers = {**headers, **self._ctx.reply_headers}
         return StreamReply(events=self._events(), close=self._close, headers=headers)
 
     async def _events(self) -> AsyncIterator[Any]:

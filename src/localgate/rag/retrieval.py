@@ -13,6 +13,9 @@ text part::
     <passage text>
 
 The audit record of the request lists the collection and the passage ids, never text.
+The answer tells the client what retrieval did, in the ``x-localgate-rag`` header:
+``added; passages=N``, or ``none`` when no passage was similar enough (or the last turn
+had no text); requests that retrieval does not apply to carry no such header.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from localgate.observability import GatewayMetrics
 from localgate.rag.library import Library, Passage
 from localgate.vectorstore.store import VectorStore, check_collection_name
 
-__all__ = ["LocalRetrieval", "context_text"]
+__all__ = ["RAG_HEADER", "LocalRetrieval", "context_text"]
+
+RAG_HEADER = "x-localgate-rag"
+_NONE = "none"
 
 _GENERATING = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENERATE_CONTENT})
 
@@ -67,6 +73,7 @@ class LocalRetrieval:
         check_collection_name(name)
         query = last_turn_text(ctx.body)
         ctx.rag = {"collection": name, "passages": []}
+        ctx.reply_headers[RAG_HEADER] = _NONE
         if not query.strip():
             return
         passages = await self._store.run(
@@ -88,6 +95,7 @@ class LocalRetrieval:
         ]
         _append_system_text(ctx.body, context_text(name, blocks))
         ctx.rag["passages"] = [passage.id for passage in passages]
+        ctx.reply_headers[RAG_HEADER] = f"added; passages={len(passages)}"
         self._metrics.rag_passages.inc(len(passages))
 
 
