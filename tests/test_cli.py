@@ -174,6 +174,7 @@ CONFIGURED_COMMANDS = {
     "audit verify": [],
     "audit checkpoint": [],
     "audit verifier-key": [],
+    "audit keygen": ["--out", "keys"],
     "audit show": ["--request-id", "r"],
     "audit export": [],
     "audit prove": ["--request-id", "r"],

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from localgate.audit.anchor import Anchor, read_anchor
-from localgate.audit.checkpoint import CheckpointError, CheckpointSigner, CheckpointVerifier
+from localgate.audit.checkpoint import (
+    CheckpointError,
+    CheckpointSigner,
+    CheckpointVerifier,
+    write_key_file,
+)
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import (
     CipherSuite,
@@ -136,6 +141,16 @@ class ProofCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class GeneratedKeys:
+    """What ``generate_keys`` wrote: two key files, and what identifies the keys."""
+
+    master_key_file: Path
+    signing_key_file: Path
+    master_key_id: str
+    verifier_key: str
+
+
+@dataclass(frozen=True, slots=True)
 class KeyRotation:
     """What ``rotate_master_key`` did."""
 
@@ -200,6 +215,25 @@ class AuditAdmin:
     def verifier_key(self) -> str:
         """The public key auditors check checkpoints and proofs with."""
         return self._required_signer().verifier_key()
+
+    def generate_keys(self, out: Path) -> GeneratedKeys:
+        """Write a new master key and checkpoint signing key into ``out`` (owner-only files,
+        never over existing ones), for a deployment to give to its replicas."""
+        master_file, signing_file = out / "master.key", out / "signing.key"
+        for existing in (master_file, signing_file):
+            if existing.exists():
+                raise FailedPrecondition(
+                    f"{existing} exists; keys are never overwritten (its checkpoints and data "
+                    "keys need it): choose another --out"
+                )
+        try:
+            out.mkdir(parents=True, exist_ok=True, mode=0o700)
+            master = load_or_create_master_key(None, master_file, create=True)
+            signing = CheckpointSigner.generate(self._settings.audit.log_name)
+            write_key_file(signing_file, signing)
+        except OSError as exc:
+            raise FailedPrecondition(f"cannot write the keys into {out}: {exc.strerror}") from exc
+        return GeneratedKeys(master_file, signing_file, master.key_id, signing.verifier_key())
 
     def records(self, request_id: str, *, decrypt: bool = False) -> list[AuditRecord]:
         """The records of one request (its request and answer); ``NotFound`` if none."""

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from localgate.audit.migrate import sqlalchemy_url
 
-__all__ = ["Database", "PostgresDatabase", "SqliteDatabase", "sqlite_at"]
+__all__ = ["Database", "DatabaseUnavailable", "PostgresDatabase", "SqliteDatabase", "sqlite_at"]
 
 
 class Database(Protocol):
@@ -69,8 +69,11 @@ class SqliteDatabase:
     dialect = "sqlite"
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise DatabaseUnavailable(f"cannot open the SQLite file {path}: {exc}") from exc
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=10000")
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
@@ -104,6 +107,10 @@ class SqliteDatabase:
         self._db.close()
 
 
+class DatabaseUnavailable(Exception):
+    """The audit database cannot be opened; the message says why, in one line."""
+
+
 class PostgresDatabase:
     """PostgreSQL, for several gateway replicas writing the same logs."""
 
@@ -112,7 +119,13 @@ class PostgresDatabase:
     def __init__(self, dsn: str) -> None:
         import psycopg
 
-        self._db = psycopg.connect(dsn, autocommit=True)
+        try:
+            self._db = psycopg.connect(dsn, autocommit=True)
+        except psycopg.Error as exc:
+            # The driver's first line says what failed (refused, bad password, no such
+            # database); never the DSN, which can hold the password.
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from exc
         self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -12,10 +12,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from localgate.audit.checkpoint import CheckpointSigner, load_signer, write_key_file
+from localgate.audit.checkpoint import (
+    CheckpointError,
+    CheckpointSigner,
+    load_signer,
+    write_key_file,
+)
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
-from localgate.audit.database import Database, PostgresDatabase, sqlite_at
+from localgate.audit.database import Database, DatabaseUnavailable, PostgresDatabase, sqlite_at
+from localgate.audit.keyring import Keyring
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.readiness import AuditReadiness
 from localgate.audit.retention import purge_expired, shred_expired
 from localgate.audit.spool import Spool
@@ -24,10 +31,27 @@ from localgate.audit.store import AuditStore
 from localgate.config import ENV_AUDIT_MASTER_KEY, AuditSettings, Settings
 from localgate.observability.metrics import GatewayMetrics
 
-__all__ = ["AuditTrail", "database", "master_key", "signer"]
+__all__ = [
+    "AuditStartupError",
+    "AuditTrail",
+    "database",
+    "key_problems",
+    "master_key",
+    "signer",
+    "startup_problems",
+]
 
 logger = logging.getLogger("localgate.audit")
 _SHRED_INTERVAL_S = 3600.0
+
+
+class AuditStartupError(Exception):
+    """The audit trail cannot start with what this gateway was given; each problem is one
+    line naming the setting to fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 def database(settings: Settings) -> Callable[[], Database]:
@@ -42,6 +66,90 @@ def master_key(settings: Settings, *, create: bool) -> MasterKey:
     """The master key: $LOCALGATE_AUDIT_MASTER_KEY, else the key file (created if allowed)."""
     return load_or_create_master_key(
         os.environ.get(ENV_AUDIT_MASTER_KEY), settings.audit_master_key_path, create=create
+    )
+
+
+def creates_keys(settings: Settings) -> bool:
+    """Whether a missing key may be created at start: only beside an embedded (SQLite)
+    store. Replicas sharing a PostgreSQL store must share keys, so a replica that made its
+    own would write what the others cannot read and sign what they cannot verify."""
+    return settings.audit.store == "sqlite"
+
+
+def key_problems(
+    db: Database, master: MasterKey, signing: CheckpointSigner | None, suite: CipherSuite
+) -> list[str]:
+    """Whether the keys this gateway holds are the ones the store's contents need: the
+    master key must open the stored data keys, and the signing key must be the one that
+    signed the store's newest checkpoint."""
+    problems = []
+    unwrap = Keyring(db, master, suite).unwrap_problem()
+    if unwrap is not None:
+        problems.append(
+            f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {unwrap} (every replica on one "
+            "audit store needs the same master key)"
+        )
+    if signing is not None:
+        row = db.execute(
+            "SELECT note FROM audit_checkpoints ORDER BY created_at DESC, size DESC LIMIT 1"
+        ).fetchone()
+        if row is not None:
+            try:
+                signing.verifier().verify(str(row[0]))
+            except CheckpointError:
+                problems.append(
+                    "audit.signing_key_file: this gateway's signing key "
+                    f"({signing.verifier_key()}) did not sign the audit store's checkpoints; "
+                    "start it with the key that did, or with audit.sign_checkpoints: false if "
+                    "another replica signs"
+                )
+    return problems
+
+
+def startup_problems(settings: Settings) -> list[str]:
+    """What keeps the audit trail from starting, one line each (empty: it can start).
+
+    Checked by ``localgate serve`` before it starts the server, so that a replica given
+    the wrong key, or none, says so in one line instead of a traceback.
+    """
+    if not settings.proxy.enable_audit:
+        return []
+    try:
+        master = master_key(settings, create=creates_keys(settings))
+    except FileNotFoundError:
+        return [_missing_master_key(settings)]
+    except (OSError, ValueError) as exc:
+        return [f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {exc}"]
+    signing: CheckpointSigner | None = None
+    if settings.audit.sign_checkpoints:
+        signing = signer(settings, create=creates_keys(settings))
+        if signing is None and not creates_keys(settings):
+            return [_missing_signing_key(settings)]
+    try:
+        db = database(settings)()
+    except DatabaseUnavailable as exc:
+        return [f"audit.store ({settings.audit.store}): {exc}"]
+    try:
+        upgrade_schema(db.sqlalchemy_url)
+        return key_problems(db, master, signing, CipherSuite(settings.audit.suite))
+    finally:
+        db.close()
+
+
+def _missing_master_key(settings: Settings) -> str:
+    return (
+        f"audit.master_key_file: no audit master key at {settings.audit_master_key_path} (nor "
+        f"in {ENV_AUDIT_MASTER_KEY}); with audit.store: postgres it is never created at start: "
+        "make one with `localgate audit keygen --out DIR` and give every replica the same file"
+    )
+
+
+def _missing_signing_key(settings: Settings) -> str:
+    return (
+        f"audit.signing_key_file: no checkpoint signing key at {settings.audit_signing_key_path}; "
+        "with audit.store: postgres it is never created at start: give the signing replica the "
+        "key from `localgate audit keygen --out DIR`, and set audit.sign_checkpoints: false on "
+        "the others"
     )
 
 
@@ -75,8 +183,13 @@ class AuditTrail:
 
     @classmethod
     def open(cls, settings: Settings, metrics: GatewayMetrics | None = None) -> AuditTrail:
-        """Open the store (creating keys on first use, in the data directory)."""
-        master = master_key(settings, create=True)
+        """Open the store (creating keys on first use in the data directory, beside an
+        embedded store only); ``AuditStartupError`` if the keys are missing or not the
+        store's."""
+        try:
+            master = master_key(settings, create=creates_keys(settings))
+        except FileNotFoundError as exc:
+            raise AuditStartupError([_missing_master_key(settings)]) from exc
         store = AuditStore(
             database(settings),
             master,
@@ -91,7 +204,10 @@ class AuditTrail:
         checkpointer = None
         key = None
         if settings.audit.sign_checkpoints:
-            key = signer(settings, create=True)
+            key = signer(settings, create=creates_keys(settings))
+            if key is None and not creates_keys(settings):
+                store.close()
+                raise AuditStartupError([_missing_signing_key(settings)])
             if key is None:
                 logger.warning(
                     "audit: no readable signing key at %s; run 'localgate audit checkpoint' "
@@ -106,6 +222,14 @@ class AuditTrail:
                     settings.audit.log_name,
                     settings.audit.checkpoint_export_dir,
                 )
+        reader = store.reader()
+        try:
+            problems = key_problems(reader.db, master, key, store.suite)
+        finally:
+            reader.close()
+        if problems:
+            store.close()
+            raise AuditStartupError(problems)
         return cls(
             store,
             stage,

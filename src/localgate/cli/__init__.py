@@ -112,6 +112,16 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         bind_host,
         bind_port,
     )
+    if settings.proxy.enable_audit:
+        from localgate.audit.trail import startup_problems
+
+        # One line each, before the server starts: a replica given the wrong key (or none)
+        # must not come up and then refuse every request.
+        problems = startup_problems(settings)
+        if problems:
+            for problem in problems:
+                click.echo(f"localgate: cannot start: {problem}", err=True)
+            sys.exit(1)
     uvicorn.run(
         # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
         create_app(settings, source, pid_file=settings.data_dir / PID_FILE),

@@ -116,6 +116,27 @@ def verifier_key(config_path: Path | None) -> None:
 
 @audit.command()
 @config_option
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory to write master.key and signing.key into (created owner-only).",
+)
+def keygen(config_path: Path | None, out: Path) -> None:
+    """Make a master key and a signing key for replicas that share one audit store.
+
+    Give every replica the same master.key (audit.master_key_file, or its content in
+    LOCALGATE_AUDIT_MASTER_KEY) and the signing replica signing.key (audit.signing_key_file).
+    """
+    with reported():
+        keys = _admin(config_path).generate_keys(out)
+    click.echo(f"master key {keys.master_key_id}: {keys.master_key_file}")
+    click.echo(f"signing key: {keys.signing_key_file}")
+    click.echo(f"verifier key (public, for auditors): {keys.verifier_key}")
+
+
+@audit.command()
+@config_option
 @click.option("--request-id", required=True)
 @click.option("--decrypt", is_flag=True, help="Decrypt payloads (needs the master key).")
 def show(config_path: Path | None, request_id: str, decrypt: bool) -> None:
