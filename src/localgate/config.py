@@ -94,6 +94,11 @@ class ServerSettings(_Section):
     max_pending_connections_per_ip: int = Field(128, ge=0)
     # How long an idle keep-alive connection stays open between requests.
     keep_alive_timeout_s: int = Field(5, ge=1)
+    # On SIGTERM: /readyz answers 503 at once, new connections are still accepted for
+    # drain_delay_s (for load balancers to notice), then requests and streams in flight
+    # have up to drain_timeout_s to finish before the gateway exits.
+    drain_delay_s: float = Field(0.0, ge=0)
+    drain_timeout_s: float = Field(30.0, gt=0)
     # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
     # are believed (the client address in access log and audit comes from them).
     # Empty: no one's; such headers are ignored and the peer address is recorded.

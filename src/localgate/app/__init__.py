@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from localgate.app.drain import Drain
 from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
@@ -37,14 +38,20 @@ logger = logging.getLogger("localgate")
 
 
 def create_app(
-    settings: Settings, source: Path | None = None, *, pid_file: Path | None = None
+    settings: Settings,
+    source: Path | None = None,
+    *,
+    pid_file: Path | None = None,
+    drain: Drain | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
     ``source`` is the configuration file the settings came from: a reload (SIGHUP,
     ``localgate reload``) reads it again. ``pid_file`` is written while the gateway runs
-    and can be reloaded by SIGHUP, so that ``localgate reload`` finds it.
+    and can be reloaded by SIGHUP, so that ``localgate reload`` finds it. ``drain`` says
+    when the server has started draining (``/readyz`` then answers 503).
     """
+    draining = drain or Drain()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -121,6 +128,7 @@ def create_app(
                 "vector": vector,
                 "audit": trail.readiness if trail is not None else None,
                 "config": reloader,
+                "drain": draining,
             }
         finally:
             hangup.close()
@@ -151,7 +159,8 @@ def server_options(settings: Settings) -> dict[str, Any]:
     return {
         "access_log": False,  # the gateway writes its own
         "lifespan": "on",
-        "timeout_graceful_shutdown": 30,
+        # Requests and streams in flight get this long to finish after a SIGTERM.
+        "timeout_graceful_shutdown": settings.server.drain_timeout_s,
         # uvicorn's httptools protocol, with header and body deadlines, a header size cap,
         # a pending-connection cap per address and Gemini envelopes for malformed requests.
         "http": gateway_protocol(settings.server),

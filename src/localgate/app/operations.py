@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from localgate.app.drain import Drain
 from localgate.app.vector import VectorLayer
 from localgate.audit.readiness import AuditReadiness
 from localgate.errors import LocalgateError
@@ -42,6 +43,10 @@ async def readyz(request: Request) -> Response:
     router: Router = request.state.router
     for upstream in router.upstreams:
         checks[f"upstream:{upstream.name}"] = upstream.ready or "ok"
+    drain: Drain = request.state.drain
+    if drain.draining:
+        # Stopping (SIGTERM): still answering, but the load balancer should send elsewhere.
+        checks["server"] = "draining: the gateway is shutting down"
     ready = all(value == "ok" for value in checks.values())
     reloader: ConfigReloader = request.state.config
     # Shown, not a reason to be taken out of a load balancer: a rejected reload leaves
@@ -55,7 +60,7 @@ async def readyz(request: Request) -> Response:
         checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
     return JSONResponse(
         {
-            "status": "ready" if ready else "not ready",
+            "status": "ready" if ready else ("draining" if drain.draining else "not ready"),
             "checks": checks,
             "config": _config_detail(reloader),
         },

@@ -122,15 +122,22 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
             for problem in problems:
                 click.echo(f"localgate: cannot start: {problem}", err=True)
             sys.exit(1)
-    uvicorn.run(
+    from localgate.app.drain import Drain, DrainingServer
+
+    drain = Drain()
+    config = uvicorn.Config(
         # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
-        create_app(settings, source, pid_file=settings.data_dir / PID_FILE),
+        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain),
         host=bind_host,
         port=bind_port,
         log_config=None,
         log_level=settings.logging.level,
         **server_options(settings),
     )
+    server = DrainingServer(config, drain, settings.server.drain_delay_s)
+    server.run()
+    if not server.started:
+        sys.exit(3)  # the port in use, the app's start-up failed: logged above
 
 
 @main.command()
