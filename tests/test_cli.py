@@ -166,6 +166,7 @@ CONFIGURED_COMMANDS = {
     "serve": [],
     "check": [],
     "reload": [],
+    "doctor": ["--offline"],
     "redact": ["text"],
     "keys create": ["--tenant", "acme"],
     "keys list": [],

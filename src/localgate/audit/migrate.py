@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["sqlalchemy_url", "upgrade_schema"]
+__all__ = ["head_revision", "sqlalchemy_url", "upgrade_schema"]
 
 
 def upgrade_schema(url: str) -> None:
@@ -31,6 +31,16 @@ def upgrade_schema(url: str) -> None:
             command.upgrade(config, "head")
     finally:
         engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest migration: the schema version a gateway of this version runs."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(Path(__file__).parent / "migrations")).get_current_head()
+    if head is None:  # the package ships its migrations
+        raise RuntimeError("the audit migrations are missing from the package")
+    return head
 
 
 def sqlalchemy_url(dialect: str, location: str) -> str:

@@ -22,7 +22,7 @@ from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
 from localgate.audit.database import Database, DatabaseUnavailable, PostgresDatabase, sqlite_at
 from localgate.audit.keyring import Keyring
-from localgate.audit.migrate import upgrade_schema
+from localgate.audit.migrate import head_revision, upgrade_schema
 from localgate.audit.readiness import AuditReadiness
 from localgate.audit.retention import purge_expired, shred_expired
 from localgate.audit.spool import Spool
@@ -37,6 +37,7 @@ __all__ = [
     "database",
     "key_problems",
     "master_key",
+    "schema_version",
     "signer",
     "startup_problems",
 ]
@@ -106,23 +107,27 @@ def key_problems(
     return problems
 
 
-def startup_problems(settings: Settings) -> list[str]:
+def startup_problems(settings: Settings, *, inspect_only: bool = False) -> list[str]:
     """What keeps the audit trail from starting, one line each (empty: it can start).
 
     Checked by ``localgate serve`` before it starts the server, so that a replica given
-    the wrong key, or none, says so in one line instead of a traceback.
+    the wrong key, or none, says so in one line instead of a traceback. With
+    ``inspect_only`` (``localgate doctor``) nothing is created or migrated: keys missing
+    beside a SQLite store are fine (the gateway makes them), and the key check needs a
+    store that is already at the current schema.
     """
     if not settings.proxy.enable_audit:
         return []
+    create = creates_keys(settings) and not inspect_only
     try:
-        master = master_key(settings, create=creates_keys(settings))
+        master = master_key(settings, create=create)
     except FileNotFoundError:
-        return [_missing_master_key(settings)]
+        return [] if creates_keys(settings) else [_missing_master_key(settings)]
     except (OSError, ValueError) as exc:
         return [f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {exc}"]
     signing: CheckpointSigner | None = None
     if settings.audit.sign_checkpoints:
-        signing = signer(settings, create=creates_keys(settings))
+        signing = signer(settings, create=create)
         if signing is None and not creates_keys(settings):
             return [_missing_signing_key(settings)]
     try:
@@ -130,10 +135,24 @@ def startup_problems(settings: Settings) -> list[str]:
     except DatabaseUnavailable as exc:
         return [f"audit.store ({settings.audit.store}): {exc}"]
     try:
-        upgrade_schema(db.sqlalchemy_url)
+        if not inspect_only:
+            upgrade_schema(db.sqlalchemy_url)
+        elif schema_version(db) != head_revision():
+            return []  # nothing to compare keys with before the gateway has migrated it
         return key_problems(db, master, signing, CipherSuite(settings.audit.suite))
     finally:
         db.close()
+
+
+def schema_version(db: Database) -> str | None:
+    """The audit schema's Alembic revision (None: never migrated)."""
+    try:
+        row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    except Exception:  # no such table: the drivers raise their own errors  # noqa: BLE001
+        if db.in_transaction:
+            db.rollback()
+        return None
+    return str(row[0]) if row else None
 
 
 def _missing_master_key(settings: Settings) -> str:

@@ -48,6 +48,11 @@ _LAZY_GROUPS = {
         "rag",
         "Local retrieval: ingest documents, search them, list and delete collections.",
     ),
+    "doctor": (
+        "localgate.cli.doctor",
+        "doctor",
+        "Check this host: configuration, files, keys, database, vector store, upstream.",
+    ),
 }
 
 
@@ -175,15 +180,25 @@ def reload(config_path: Path | None, timeout: float) -> None:
 
 @main.command()
 @config_option
-def check(config_path: Path | None) -> None:
+@click.option(
+    "--connect",
+    is_flag=True,
+    help="Also reach what it names: audit database and keys, vector store, upstream.",
+)
+def check(config_path: Path | None, connect: bool) -> None:
     """Validate a configuration; print every problem with its field path."""
     settings, source = load_or_exit(config_path)
     click.echo(f"{source or '<defaults>'}: OK")
-    if settings.upstream_api_key is None:
+    if settings.upstream_api_key is None and not connect:
         click.echo(
             "note: no upstream API key (GEMINI_API_KEY or upstream.api_key_file); "
             "the gateway will start but refuse to forward"
         )
+    if connect:
+        from localgate.admin.doctor import Doctor
+        from localgate.cli.doctor import print_checks
+
+        print_checks(Doctor(settings).run(connectivity_only=True), as_json=False)
 
 
 @main.command()
