@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
+from localgate.admin.closing import ClosingService
 from localgate.cache.admin import CacheStats, cache_stats, clear_cache
 from localgate.config import Settings
 from localgate.vectorstore.store import CollectionInfo, VectorStore
@@ -11,7 +10,7 @@ from localgate.vectorstore.store import CollectionInfo, VectorStore
 __all__ = ["CacheAdmin", "CacheStats", "CollectionInfo"]
 
 
-class CacheAdmin:
+class CacheAdmin(ClosingService):
     """Reads and clears the cache's collections in the vector store.
 
     A running gateway sees a clear before its next lookup (an embedded store is told
@@ -32,17 +31,6 @@ class CacheAdmin:
         """Close the store, if this admin opened it."""
         if self._owns_store:
             self._store.close()
-
-    def __enter__(self) -> CacheAdmin:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def stats(self, tenant: str | None = None) -> list[CacheStats]:
         """Entries per tenant and embedder, how many expired, and for which models.

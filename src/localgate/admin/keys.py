@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
+from localgate.admin.closing import ClosingService
 from localgate.config import Settings
 from localgate.errors import InvalidArgument, NotFound
 from localgate.identity.keys import ApiKeyRecord, IssuedKey, SqliteKeyStore
@@ -11,7 +10,7 @@ from localgate.identity.keys import ApiKeyRecord, IssuedKey, SqliteKeyStore
 __all__ = ["ApiKeyRecord", "IssuedKey", "KeyAdmin"]
 
 
-class KeyAdmin:
+class KeyAdmin(ClosingService):
     """Manages the keys in the gateway's key store; a running gateway sees every change on
     its next request."""
 
@@ -26,17 +25,6 @@ class KeyAdmin:
     def close(self) -> None:
         """Close the key store."""
         self._store.close()
-
-    def __enter__(self) -> KeyAdmin:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def create(self, tenant: str, label: str = "") -> IssuedKey:
         """A new key for ``tenant``: its secret is in the result only, never stored."""

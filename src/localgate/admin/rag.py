@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
+from localgate.admin.closing import ClosingService
 from localgate.admin.tenants import is_tenant_name
 from localgate.config import Settings
 from localgate.errors import InvalidArgument, NotFound
@@ -59,7 +59,7 @@ def documents_in(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-class RagAdmin:
+class RagAdmin(ClosingService):
     """Manages the retrieval collections in the vector store."""
 
     def __init__(
@@ -88,17 +88,6 @@ class RagAdmin:
         """Close the store, if this admin opened it."""
         if self._owns_store:
             self._store.close()
-
-    def __enter__(self) -> RagAdmin:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def ingest(
         self,
