@@ -173,12 +173,16 @@ class ServiceUnavailable(LocalgateError):
 class UpstreamError(LocalgateError):
     """The upstream answered with an error; its status and envelope pass through."""
 
-    def __init__(self, http_status: int, body: dict[str, Any]) -> None:
+    def __init__(
+        self, http_status: int, body: dict[str, Any], *, retry_after: float | None = None
+    ) -> None:
         error = body.get("error", {})
         super().__init__(str(error.get("message", "")))
         self._http_status = http_status
         self._status = str(error.get("status", "UNKNOWN"))
         self.body = body
+        # Seconds the upstream asked to wait before trying again (Retry-After, RetryInfo).
+        self.retry_after = retry_after
 
     @property
     def code(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
-from localgate.config import Settings
+from localgate.config import DEFAULT_UPSTREAM, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
@@ -28,7 +28,7 @@ from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
-from localgate.upstream import GeminiUpstream, Router, UpstreamDispatcher
+from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
 
 __all__ = ["create_app", "server_options"]
@@ -55,12 +55,13 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
             upstream_settings.timeout_s,
         )
         upstream = GeminiUpstream(
-            name="gemini",
+            name=DEFAULT_UPSTREAM,
             base_url=upstream_settings.base_url,
             api_key=settings.upstream_api_key,
             session=session,
             read_timeout_s=upstream_settings.timeout_s,
         )
+        named, closers = _named_upstreams(settings)
         metrics = GatewayMetrics()
         reloader = ConfigReloader(
             PolicySnapshot.build(settings, source=str(source) if source else None),
@@ -73,6 +74,7 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
         router = Router(
             default=upstream,
             local_embeddings=vector.local_embeddings if vector else None,
+            named=named,
         )
         for candidate in router.upstreams:
             if candidate.ready is not None:
@@ -89,7 +91,12 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
-            dispatcher=UpstreamDispatcher(router),
+            dispatcher=UpstreamDispatcher(
+                router,
+                retries=settings.retries,
+                breaker=settings.circuit_breaker,
+                metrics=metrics,
+            ),
             access_log=access_log,
             metrics=metrics,
         )
@@ -126,6 +133,8 @@ def create_app(settings: Settings, source: Path | None = None) -> ASGIApp:
             if trail is not None:
                 await trail.close()
             await session.close()
+            for close in closers:
+                await close()
             await access_log.close()
             keys.close()
 
@@ -160,6 +169,29 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
     }
+
+
+def _named_upstreams(
+    settings: Settings,
+) -> tuple[dict[str, Upstream], list[Callable[[], Awaitable[None]]]]:
+    """The ``upstreams:`` section's upstreams, each with a pooled session of its own (its
+    timeouts and connection limit); their key pools come from the loaded settings."""
+    upstreams: dict[str, Upstream] = {}
+    closers: list[Callable[[], Awaitable[None]]] = []
+    for name, config in settings.upstreams.items():
+        session = open_session(config.max_connections, config.connect_timeout_s, config.timeout_s)
+        closers.append(session.close)
+        upstreams[name] = GeminiUpstream(
+            name=name,
+            base_url=config.base_url,
+            api_key=None,
+            session=session,
+            read_timeout_s=config.timeout_s,
+            keys=settings.upstream_keys.get(name, ()),
+            key_cooldown_s=config.key_cooldown_s,
+            key_source=f"upstreams.{name}.api_key_env or upstreams.{name}.api_key_file",
+        )
+    return upstreams, closers
 
 
 def _vector_layer_needs_restart(new: Settings) -> list[str]:

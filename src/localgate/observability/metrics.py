@@ -123,6 +123,28 @@ class GatewayMetrics:
             ("hash", "version"),
             registry=self.registry,
         )
+        # Upstreams and routing: label values are the configured upstreams' names.
+        self.upstream_attempts = Counter(
+            "localgate_upstream_attempts",
+            "Calls made to each upstream, by upstream and HTTP status (200: answered; a "
+            "request retried or sent to a fallback makes several).",
+            ("upstream", "status"),
+            registry=self.registry,
+        )
+        self.upstream_retries = Counter(
+            "localgate_upstream_retries",
+            "Further attempts after an upstream failed, by the upstream that failed and "
+            "kind: retry (the same upstream again) or fallback (the next upstream).",
+            ("upstream", "kind"),
+            registry=self.registry,
+        )
+        self.upstream_circuit_state = Gauge(
+            "localgate_upstream_circuit_state",
+            "Each upstream's circuit breaker in this process: 0 closed, 1 half-open (one "
+            "probe goes through), 2 open (the upstream is skipped).",
+            ("upstream",),
+            registry=self.registry,
+        )
         self._models: set[str] = set()
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}

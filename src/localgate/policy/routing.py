@@ -1,0 +1,73 @@
+"""A tenant's routing policy: the routes that apply to it, compiled, and where it may go.
+
+Resolved with the rest of the tenant's policy once per configuration version, so routes,
+model aliases and residency lists change on reload; the upstreams they name are built at
+start (``upstreams`` needs a restart).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+from localgate.config import DEFAULT_UPSTREAM, Settings
+
+__all__ = ["CompiledRoute", "RoutingPolicy"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRoute:
+    """One entry of ``routes:`` as the router applies it."""
+
+    index: int  # its place in ``routes:``, for messages and the audit record
+    pattern: re.Pattern[str]
+    chain: tuple[str, ...]  # the upstream, then its fallbacks
+    model: str | None  # the model actually asked for (alias, pinned version)
+    max_attempts: int
+
+    def matches(self, model_id: str) -> bool:
+        """Whether this route takes requests for ``model_id``."""
+        return self.pattern.fullmatch(model_id) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingPolicy:
+    """The routes of one tenant, first match wins; and the upstreams it may reach."""
+
+    routes: tuple[CompiledRoute, ...] = ()
+    # Data residency: None lets the tenant reach every upstream.
+    allowed: frozenset[str] | None = None
+    # Where requests no route takes go (and model-less ones, such as models.list).
+    default_chain: tuple[str, ...] = (DEFAULT_UPSTREAM,)
+    default_max_attempts: int = 1
+
+    @classmethod
+    def resolve(cls, settings: Settings, tenant: str) -> RoutingPolicy:
+        """``tenant``'s routing under ``settings`` (``""``: tenants the file does not name)."""
+        routes = tuple(
+            CompiledRoute(
+                index=settings.routes.index(route),
+                pattern=re.compile(
+                    "|".join(fnmatch.translate(glob) for glob in route.models), re.IGNORECASE
+                ),
+                chain=route.chain,
+                model=route.model,
+                max_attempts=settings.max_attempts_of(route),
+            )
+            for route in settings.routes_for(tenant)
+        )
+        return cls(
+            routes=routes,
+            allowed=settings.upstreams_for(tenant) if tenant else None,
+            default_max_attempts=settings.max_attempts_of(None),
+        )
+
+    def route_for(self, model_id: str | None) -> CompiledRoute | None:
+        """The first route taking ``model_id``; None for no model or no matching route."""
+        if model_id is None:
+            return None
+        for route in self.routes:
+            if route.matches(model_id):
+                return route
+        return None
