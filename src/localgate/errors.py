@@ -181,7 +181,8 @@ class UpstreamError(LocalgateError):
         self._http_status = http_status
         self._status = str(error.get("status", "UNKNOWN"))
         self.body = body
-        # Seconds the upstream asked to wait before trying again (Retry-After, RetryInfo).
+        # Seconds to wait before this upstream may be asked again: what it said
+        # (Retry-After, RetryInfo), or 0 when another of its keys is usable now.
         self.retry_after = retry_after
 
     @property

@@ -35,13 +35,13 @@ def test_a_throttled_key_sits_out_its_cooldown() -> None:
     assert {revealed(pool), revealed(pool)} == {"a", "b"}
 
 
-def test_with_every_key_cooling_there_is_none_and_the_wait_is_known() -> None:
+def test_with_every_key_cooling_the_one_ready_soonest_is_used_and_the_wait_is_known() -> None:
     clock = Clock()
     pool = KeyPool([Secret("a"), Secret("b")], default_cooldown_s=60, clock=clock)
     pool.cool_down(0, None)
     pool.cool_down(1, 7.0)
 
-    assert pool.take() is None
+    assert revealed(pool) == "b"
     assert pool.wait_s() == 7.0
 
 

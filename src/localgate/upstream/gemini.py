@@ -98,8 +98,7 @@ class GeminiUpstream:
     """Forwards Gemini REST calls to ``base_url`` with the gateway's keys.
 
     Several keys form a pool used round-robin; a key answered with 429 cools down for
-    the upstream's Retry-After (or ``key_cooldown_s``). With every key cooling down, a
-    call is answered 429 here, without being sent.
+    the upstream's Retry-After (or ``key_cooldown_s``) while the others carry on.
     """
 
     local = False
@@ -185,11 +184,9 @@ class GeminiUpstream:
     async def _send(self, call: UpstreamCall, *, stream: bool) -> aiohttp.ClientResponse:
         taken = self.keys.take()
         if taken is None:
-            if not len(self.keys):
-                raise ServiceUnavailable(
-                    f"localgate cannot forward: {self.ready}. The request was not sent."
-                )
-            raise self._all_keys_cooling()
+            raise ServiceUnavailable(
+                f"localgate cannot forward: {self.ready}. The request was not sent."
+            )
         key_index, api_key = taken
         headers = {
             "x-goog-api-key": api_key.reveal(),
@@ -225,26 +222,13 @@ class GeminiUpstream:
             raise self._translate(exc) from exc
         if response.status != 200:
             error = await self._error(response)
-            if response.status == 429:
-                retry_after = error.retry_after if isinstance(error, UpstreamError) else None
-                self.keys.cool_down(key_index, retry_after)
+            if response.status == 429 and isinstance(error, UpstreamError):
+                self.keys.cool_down(key_index, error.retry_after)
+                if self.keys.wait_s() == 0:
+                    # Another key is usable now: this upstream may be tried again at once.
+                    error.retry_after = 0.0
             raise error
         return response
-
-    def _all_keys_cooling(self) -> UpstreamError:
-        wait = self.keys.wait_s()
-        return UpstreamError(
-            429,
-            {
-                "error": {
-                    "code": 429,
-                    "message": f"Every API key of the upstream '{self.name}' was throttled "
-                    f"(429) and is cooling down; try again in {wait:.0f}s.",
-                    "status": "RESOURCE_EXHAUSTED",
-                }
-            },
-            retry_after=wait,
-        )
 
     async def _error(self, response: aiohttp.ClientResponse) -> LocalgateError:
         status = response.status

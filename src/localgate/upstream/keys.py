@@ -14,7 +14,7 @@ class KeyPool:
     """The keys of one upstream: each call takes the next key not cooling down.
 
     A key the upstream answered 429 sits out for the upstream's ``Retry-After`` (or
-    ``default_cooldown_s``); the others carry on. Only the event loop's thread uses it.
+    ``default_cooldown_s``) while the others carry on. Only the event loop's thread uses it.
     """
 
     def __init__(
@@ -34,15 +34,20 @@ class KeyPool:
         return len(self._keys)
 
     def take(self) -> tuple[int, Secret] | None:
-        """The next usable key and its index; None if there is none or all are cooling."""
+        """The next key not cooling down and its index; with every key cooling, the one
+        that is ready soonest (the upstream decides, the gateway invents no refusal);
+        None only for an empty pool."""
         count = len(self._keys)
+        if not count:
+            return None
         now = self._clock()
         for step in range(count):
             index = (self._next + step) % count
             if self._until[index] <= now:
                 self._next = index + 1
                 return index, self._keys[index]
-        return None
+        index = min(range(count), key=self._until.__getitem__)
+        return index, self._keys[index]
 
     def cool_down(self, index: int, seconds: float | None) -> None:
         """Leave key ``index`` out for ``seconds`` (None: the default cool-down)."""
