@@ -215,3 +215,20 @@ def test_a_stream_that_breaks_after_its_first_event_is_never_sent_elsewhere(
     assert received[0]["candidates"][0]["content"]["parts"][0]["text"] == "first"
     assert received[-1]["error"]["status"] == "UNAVAILABLE"
     assert (len(upstream.requests), backup.requests) == (1, [])
+
+
+def test_an_upstream_that_hangs_times_out_and_the_fallback_answers(
+    tmp_path: Path, upstream: FakeGemini, backup: FakeGemini
+) -> None:
+    upstream.misbehave("hang")
+    extra = "upstream: {timeout_s: 0.3}\nroutes: [{models: '*', fallback: [backup]}]\n"
+    with gateway_for(tmp_path, upstream, backup, extra, "attempts_per_upstream: 1") as gateway:
+        response = gateway.generate(PROMPT)
+        request_id = response.headers["x-request-id"]
+        _, completion = gateway.audit_headers(request_id)
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-localgate-upstream"] == "backup"
+    attempts = [(a["upstream"], a["status"]) for a in completion["attempts"]]
+    assert attempts == [("default", 504), ("backup", 200)]
+    assert completion["attempts"][0]["latency_ms"] >= 300
