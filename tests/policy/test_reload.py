@@ -147,4 +147,8 @@ def test_routes_aliases_and_residency_reload_but_upstreams_wait_for_a_restart(
     routing = reloader.current.for_tenant("acme").routing
     route = routing.route_for("gemini-flash")
     assert route is not None
-    assert (route.model, route.chain, routing.allowed) == ("gemini-3-flash", ("eu",), frozenset({"eu"}))
+    assert (route.model, route.chain, routing.allowed) == (
+        "gemini-3-flash",
+        ("eu",),
+        frozenset({"eu"}),
+    )
