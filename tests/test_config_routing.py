@@ -101,3 +101,26 @@ def test_check_states_the_most_attempts_a_request_can_make(tmp_path: Path) -> No
     assert "tenant acme may reach only: eu" in result.output
     assert "a request makes at most 4 upstream attempt(s)" in result.output
     assert "upstream 'eu' has no API key" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("routes: [{split: [{model: x}]}]", "routes.0.split.0.weight: is required"),
+        ("routes: [{split: [{model: x, weight: 0}]}]", "routes.0: split: the weights add up to 0"),
+        (
+            "routes: [{split: [{upstream: moon, weight: 1}]}]",
+            "routes.0.split.0.upstream: unknown upstream 'moon'",
+        ),
+        (
+            "routes: [{upstream: default, fallback: [moon]}]",
+            "routes.0.fallback: unknown upstream 'moon'",
+        ),
+    ],
+)
+def test_bad_splits_are_refused_with_their_field_path(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    found = problems(tmp_path, text)
+
+    assert any(problem.startswith(expected) for problem in found), found

@@ -56,6 +56,7 @@ __all__ = [
     "SemanticCacheSettings",
     "ServerSettings",
     "Settings",
+    "SplitSettings",
     "TenantCacheSettings",
     "TenantRagSettings",
     "TenantRedactionSettings",
@@ -409,6 +410,16 @@ class NamedUpstreamSettings(_Section):
         return value.rstrip("/")
 
 
+class SplitSettings(_Section):
+    """One side of a route's weighted split (a canary, an A/B test): another upstream, another
+    model, or both; what it leaves out is the route's own (a side naming neither is the
+    control group)."""
+
+    upstream: str | None = None
+    model: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+    weight: int = Field(ge=0, le=1_000_000)
+
+
 class RouteSettings(_Section):
     """One entry of ``routes:``: which requests it takes and where they go."""
 
@@ -421,6 +432,16 @@ class RouteSettings(_Section):
     fallback: tuple[str, ...] = ()
     # The model actually asked for: an alias (gemini-flash) or a pinned version.
     model: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+    # Weighted sides (canary, A/B); a tenant (or, with sticky: user, each x-localgate-user)
+    # always gets the same side while the weights stay.
+    split: tuple[SplitSettings, ...] = ()
+    sticky: Literal["tenant", "user"] = "tenant"
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> RouteSettings:
+        if self.split and not sum(side.weight for side in self.split):
+            raise ValueError("split: the weights add up to 0")
+        return self
 
     @field_validator("models", "tenants", "fallback", mode="before")
     @classmethod
@@ -438,6 +459,12 @@ class RouteSettings(_Section):
     def chain(self) -> tuple[str, ...]:
         """The upstream, then its fallbacks, in the order they are tried."""
         return (self.upstream, *self.fallback)
+
+    def chain_of(self, side: SplitSettings) -> tuple[str, ...]:
+        """The chain of one side of the split: its upstream, then the route's fallbacks
+        (without its own upstream again)."""
+        first = side.upstream or self.upstream
+        return (first, *(name for name in self.fallback if name != first))
 
 
 class RetrySettings(_Section):
@@ -532,10 +559,17 @@ class Settings(_Section):
         listed = ", ".join(sorted(known))
         for index, route in enumerate(self.routes):
             where = f"routes.{index}"
-            for name in route.chain:
+            named = [("upstream", route.upstream)]
+            named += [("fallback", name) for name in route.fallback]
+            named += [
+                (f"split.{number}.upstream", side.upstream)
+                for number, side in enumerate(route.split)
+                if side.upstream is not None
+            ]
+            for field_name, name in named:
                 if name not in known:
                     raise ValueError(
-                        f"{where}.upstream: unknown upstream {name!r}; known: {listed}"
+                        f"{where}.{field_name}: unknown upstream {name!r}; known: {listed}"
                     )
             seen: list[str] = []
             for name in route.chain:
@@ -605,9 +639,12 @@ class Settings(_Section):
 
     def max_attempts_of(self, route: RouteSettings | None) -> int:
         """The most attempts one request on ``route`` (None: no route matched) can make."""
-        chain = route.chain if route is not None else (DEFAULT_UPSTREAM,)
+        chains = [(DEFAULT_UPSTREAM,)] if route is None else [route.chain]
+        if route is not None:
+            chains += [route.chain_of(side) for side in route.split]
         retries = self.retries
-        return min(retries.max_attempts, len(chain) * retries.attempts_per_upstream)
+        longest = max(len(chain) for chain in chains)
+        return min(retries.max_attempts, longest * retries.attempts_per_upstream)
 
     def _tenant(self, tenant: str) -> TenantSettings:
         return self.tenants.get(tenant) or _NO_TENANT_CHANGES

@@ -232,3 +232,26 @@ def test_an_upstream_that_hangs_times_out_and_the_fallback_answers(
     attempts = [(a["upstream"], a["status"]) for a in completion["attempts"]]
     assert attempts == [("default", 504), ("backup", 200)]
     assert completion["attempts"][0]["latency_ms"] >= 300
+
+
+def test_a_canary_split_keeps_each_user_on_one_side(
+    tmp_path: Path, upstream: FakeGemini, backup: FakeGemini
+) -> None:
+    routes = (
+        "routes:\n"
+        "  - models: '*'\n"
+        "    sticky: user\n"
+        "    split: [{weight: 1}, {upstream: backup, model: gemini-3-flash, weight: 1}]\n"
+    )
+    users = [f"user-{n}" for n in range(12)]
+    with gateway_for(tmp_path, upstream, backup, routes) as gateway:
+        first = {u: gateway.generate(PROMPT, **{"x-localgate-user": u}) for u in users}
+        second = {u: gateway.generate(PROMPT, **{"x-localgate-user": u}) for u in users}
+
+    sides = {u: r.headers["x-localgate-upstream"] for u, r in first.items()}
+    assert set(sides.values()) == {"default", "backup"}
+    assert {u: r.headers["x-localgate-upstream"] for u, r in second.items()} == sides
+    assert {r.path for r in backup.requests} == {"/v1beta/models/gemini-3-flash:generateContent"}
+    assert {r.path for r in upstream.requests} == {
+        "/v1beta/models/gemini-2.5-flash:generateContent"
+    }

@@ -261,7 +261,14 @@ class _ChainRouter(Router):
         super().__init__(first)
         self._chain = (first,) if second is None else (first, second)
 
-    def plan(self, route: GeminiRoute, policy: TenantPolicy | None = None) -> RoutePlan:
+    def plan(
+        self,
+        route: GeminiRoute,
+        policy: TenantPolicy | None = None,
+        *,
+        tenant: str = "",
+        user: str | None = None,
+    ) -> RoutePlan:
         return RoutePlan(route, self._chain)
 
 

@@ -153,3 +153,55 @@ def test_local_embeddings_stay_local_whatever_the_routes_say() -> None:
     ).default
 
     assert routed().candidates(EMBED, keeps_local) == (LOCAL,)
+
+
+# -- canary splits ----------------------------------------------------------------------
+
+SPLIT = PolicySnapshot.build(
+    Settings.model_validate(
+        {
+            "upstreams": {"eu": {"base_url": "http://eu.example"}},
+            "routes": [
+                {
+                    "models": "gemini-flash",
+                    "model": "gemini-2.5-flash",
+                    "fallback": ["eu"],
+                    "split": [{"weight": 90}, {"model": "gemini-3-flash", "weight": 10}],
+                },
+                {
+                    "models": "gemini-2.5-pro",
+                    "sticky": "user",
+                    "split": [{"weight": 1}, {"upstream": "eu", "weight": 1}],
+                },
+            ],
+        }
+    )
+)
+FLASH = match_route("POST", "/v1beta/models/gemini-flash:generateContent")
+PRO = match_route("POST", "/v1beta/models/gemini-2.5-pro:generateContent")
+
+
+def test_a_split_sends_each_tenant_to_one_side_in_the_configured_proportion() -> None:
+    policy = SPLIT.default
+    models = [
+        routed().plan(FLASH, policy, tenant=f"tenant-{n}").route.model_id for n in range(2000)
+    ]
+
+    assert set(models) == {"gemini-2.5-flash", "gemini-3-flash"}
+    assert 120 <= models.count("gemini-3-flash") <= 280  # 10% of 2000, give or take
+    again = [routed().plan(FLASH, policy, tenant=f"tenant-{n}").route.model_id for n in range(50)]
+    assert again == models[:50]  # sticky: the same tenant, the same side
+    plan = routed().plan(FLASH, policy, tenant="tenant-1")
+    assert plan.candidates == (GEMINI, EU)  # a model split keeps the route's chain
+
+
+def test_a_split_sticky_per_user_keeps_each_user_on_one_upstream() -> None:
+    policy = SPLIT.default
+    chains = {
+        user: routed().plan(PRO, policy, tenant="acme", user=user).candidates
+        for user in (f"user-{n}" for n in range(200))
+    }
+
+    assert set(chains.values()) == {(GEMINI,), (EU,)}
+    for user, chain in list(chains.items())[:20]:
+        assert routed().plan(PRO, policy, tenant="other", user=user).candidates == chain

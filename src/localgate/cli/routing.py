@@ -21,6 +21,14 @@ def describe_routes(settings: Settings) -> list[str]:
             f"route {index}: {', '.join(route.models)}{who}{model} -> "
             f"{' -> '.join(route.chain)}; at most {attempts} attempt(s)"
         )
+        total = sum(side.weight for side in route.split)
+        for side in route.split:
+            share = f"{100 * side.weight / total:g}%"
+            as_model = f" as {side.model or route.model}" if side.model or route.model else ""
+            lines.append(
+                f"  split {share} (sticky per {route.sticky}){as_model} -> "
+                f"{' -> '.join(route.chain_of(side))}"
+            )
     lines.append(
         f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
     )

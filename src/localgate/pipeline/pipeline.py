@@ -101,7 +101,8 @@ class Pipeline:
             try:
                 # The tenant's routes and residency list; the model a route pins or an
                 # alias names is the one looked up, recorded and sent.
-                plan = self.dispatcher.plan(route, ctx.policy)
+                tenant = ctx.principal.tenant if ctx.principal else ""
+                plan = self.dispatcher.plan(route, ctx.policy, tenant=tenant, user=ctx.end_user)
             except LocalgateError as exc:
                 await finish(
                     ctx,

@@ -8,12 +8,23 @@ start (``upstreams`` needs a restart).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import itertools
 import re
 from dataclasses import dataclass
 
-from localgate.config import DEFAULT_UPSTREAM, Settings
+from localgate.config import DEFAULT_UPSTREAM, RouteSettings, Settings
 
-__all__ = ["CompiledRoute", "RoutingPolicy"]
+__all__ = ["CompiledRoute", "RoutingPolicy", "SplitSide"]
+
+
+@dataclass(frozen=True, slots=True)
+class SplitSide:
+    """One side of a route's split: where it goes, and the weights' running total."""
+
+    chain: tuple[str, ...]
+    model: str | None
+    upto: int  # this side takes the buckets below this (and at or above the previous side's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +36,24 @@ class CompiledRoute:
     chain: tuple[str, ...]  # the upstream, then its fallbacks
     model: str | None  # the model actually asked for (alias, pinned version)
     max_attempts: int
+    sides: tuple[SplitSide, ...] = ()
+    sticky: str = "tenant"  # or "user"
 
     def matches(self, model_id: str) -> bool:
         """Whether this route takes requests for ``model_id``."""
         return self.pattern.fullmatch(model_id) is not None
+
+    def side_for(self, subject: str) -> SplitSide | None:
+        """The side of the split ``subject`` (a tenant, a user) always gets; None without
+        a split."""
+        if not self.sides:
+            return None
+        digest = hashlib.blake2b(f"{self.index}:{subject}".encode(), digest_size=8).digest()
+        bucket = int.from_bytes(digest, "big") % self.sides[-1].upto
+        for side in self.sides:
+            if bucket < side.upto:
+                return side
+        return self.sides[-1]  # not reached: the last side's upto is the total
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +79,8 @@ class RoutingPolicy:
                 chain=route.chain,
                 model=route.model,
                 max_attempts=settings.max_attempts_of(route),
+                sides=_sides(route),
+                sticky=route.sticky,
             )
             for route in settings.routes_for(tenant)
         )
@@ -71,3 +98,13 @@ class RoutingPolicy:
             if route.matches(model_id):
                 return route
         return None
+
+
+def _sides(route: RouteSettings) -> tuple[SplitSide, ...]:
+    """The split's sides with weight, each with the running total of the weights."""
+    weighted = [side for side in route.split if side.weight > 0]
+    totals = itertools.accumulate(side.weight for side in weighted)
+    return tuple(
+        SplitSide(chain=route.chain_of(side), model=side.model or route.model, upto=upto)
+        for side, upto in zip(weighted, totals, strict=True)
+    )

@@ -129,9 +129,16 @@ class UpstreamDispatcher:
         for upstream in router.upstreams:
             self.breaker(upstream.name)
 
-    def plan(self, route: GeminiRoute, policy: TenantPolicy | None) -> RoutePlan:
+    def plan(
+        self,
+        route: GeminiRoute,
+        policy: TenantPolicy | None,
+        *,
+        tenant: str = "",
+        user: str | None = None,
+    ) -> RoutePlan:
         """The router's plan for ``route`` under the tenant's ``policy``."""
-        return self.router.plan(route, policy)
+        return self.router.plan(route, policy, tenant=tenant, user=user)
 
     def candidates(self, route: GeminiRoute, policy: TenantPolicy | None) -> tuple[Upstream, ...]:
         """The router's candidates for ``route`` under the tenant's ``policy``, first choice

@@ -63,10 +63,18 @@ class Router:
         first choice first; never empty."""
         return self.plan(route, policy).candidates
 
-    def plan(self, route: GeminiRoute, policy: TenantPolicy | None = None) -> RoutePlan:
-        """Where ``route`` goes under ``policy``; raises ``PermissionDenied`` when the
-        tenant's residency list leaves no upstream of its route, ``ServiceUnavailable``
-        when the route names upstreams that are not running (added without a restart)."""
+    def plan(
+        self,
+        route: GeminiRoute,
+        policy: TenantPolicy | None = None,
+        *,
+        tenant: str = "",
+        user: str | None = None,
+    ) -> RoutePlan:
+        """Where ``route`` goes under ``policy`` for ``tenant`` (and ``user``, for splits
+        sticky per user); raises ``PermissionDenied`` when the tenant's residency list
+        leaves no upstream of its route, ``ServiceUnavailable`` when the route names
+        upstreams that are not running (added without a restart)."""
         if (
             self.local_embeddings is not None
             and route.method in _EMBEDDING
@@ -79,9 +87,12 @@ class Router:
         if matched is None:
             chain, where = routing.default_chain, "no entry of routes matches, so the default"
         else:
-            chain, where = matched.chain, f"routes.{matched.index}"
-            if matched.model is not None and matched.model != route.model_id:
-                route = dataclasses.replace(route, model_id=matched.model)
+            chain, model, where = matched.chain, matched.model, f"routes.{matched.index}"
+            side = matched.side_for(user or tenant if matched.sticky == "user" else tenant)
+            if side is not None:
+                chain, model = side.chain, side.model
+            if model is not None and model != route.model_id:
+                route = dataclasses.replace(route, model_id=model)
         if routing.allowed is not None:
             allowed = tuple(name for name in chain if name in routing.allowed)
             if not allowed:
