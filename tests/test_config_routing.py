@@ -124,3 +124,36 @@ def test_bad_splits_are_refused_with_their_field_path(
     found = problems(tmp_path, text)
 
     assert any(problem.startswith(expected) for problem in found), found
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("upstreams: {eu: {kind: gemini}}", "upstreams.eu: base_url is required for kind: gemini"),
+        (
+            "upstreams: {vx: {kind: vertex, location: europe-west4, credentials_file: f}}",
+            "upstreams.vx: project is required for kind: vertex",
+        ),
+        (
+            "upstreams: {vx: {kind: vertex, project: acme-prod, location: us-central1,"
+            " credentials_file: f, api_key_env: K}}",
+            "upstreams.vx: api_key_env and api_key_file are for kind: gemini upstreams",
+        ),
+    ],
+)
+def test_each_kind_of_upstream_gets_what_it_needs(tmp_path: Path, text: str, expected: str) -> None:
+    found = problems(tmp_path, text)
+
+    assert any(problem.startswith(expected) for problem in found), found
+
+
+def test_a_vertex_upstream_defaults_to_its_regional_endpoint(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "upstreams: {vx: {kind: vertex, project: acme-prod, location: europe-west4,"
+        " credentials_file: sa.json}}\n"
+    )
+
+    settings, _ = load_settings(path, {})
+
+    assert settings.upstreams["vx"].url == "https://europe-west4-aiplatform.googleapis.com"

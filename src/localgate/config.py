@@ -370,8 +370,13 @@ DEFAULT_UPSTREAM = "default"
 class NamedUpstreamSettings(_Section):
     """An upstream under ``upstreams.<name>``; built at start (changes need a restart)."""
 
-    kind: Literal["gemini"] = "gemini"
-    base_url: str
+    kind: Literal["gemini", "vertex"] = "gemini"
+    # Required for gemini; for vertex, default https://{location}-aiplatform.googleapis.com.
+    base_url: str | None = None
+    # Vertex AI: the project, the region, and the service account's JSON key file.
+    project: str | None = Field(None, pattern=r"^[a-z][a-z0-9-]{4,61}[a-z0-9]$")
+    location: str | None = Field(None, pattern=r"^[a-z]+(?:-[a-z]+[0-9]+)?$")
+    credentials_file: Path | None = None
     # Environment variables holding its Google API keys, and files holding one key per
     # line: every key found joins the upstream's pool, used round-robin.
     api_key_env: tuple[str, ...] = ()
@@ -388,6 +393,32 @@ class NamedUpstreamSettings(_Section):
     def _one_or_many(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
 
+    @model_validator(mode="after")
+    def _what_its_kind_needs(self) -> NamedUpstreamSettings:
+        if self.kind == "gemini":
+            if self.base_url is None:
+                raise ValueError("base_url is required for kind: gemini")
+            if self.project or self.location or self.credentials_file:
+                raise ValueError(
+                    "project, location and credentials_file are for kind: vertex upstreams"
+                )
+            return self
+        missing = [
+            name
+            for name in ("project", "location", "credentials_file")
+            if getattr(self, name) is None
+        ]
+        if missing:
+            raise ValueError(f"{missing[0]} is required for kind: vertex")
+        if self.api_key_env or self.api_key_file:
+            raise ValueError("api_key_env and api_key_file are for kind: gemini upstreams")
+        return self
+
+    @property
+    def url(self) -> str:
+        """The base URL: as configured, or Vertex AI's regional endpoint."""
+        return self.base_url or f"https://{self.location}-aiplatform.googleapis.com"
+
     @field_validator("api_key_env")
     @classmethod
     def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -398,7 +429,9 @@ class NamedUpstreamSettings(_Section):
 
     @field_validator("base_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an http:// or https:// URL with a host")

@@ -13,6 +13,7 @@ import pytest
 
 from localgate.testing import FakeGemini
 from tests.conftest import RunningGateway, run_gateway
+from tests.upstream.test_vertex import TokenEndpoint, service_account_file
 
 UNAVAILABLE = {
     "error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
@@ -255,3 +256,36 @@ def test_a_canary_split_keeps_each_user_on_one_side(
     assert {r.path for r in upstream.requests} == {
         "/v1beta/models/gemini-2.5-flash:generateContent"
     }
+
+
+def test_a_vertex_ai_upstream_serves_as_the_fallback(
+    tmp_path: Path, upstream: FakeGemini, backup: FakeGemini
+) -> None:
+    endpoint = TokenEndpoint()
+    try:
+        credentials = service_account_file(tmp_path, endpoint.url)
+        upstream.fail_with(503, UNAVAILABLE)
+        extra = (
+            "upstreams:\n"
+            f"  vx: {{kind: vertex, base_url: '{backup.base_url}', project: acme-prod,\n"
+            f"        location: europe-west4, credentials_file: '{credentials}'}}\n"
+            "routes: [{models: '*', fallback: [vx]}]\n"
+        )
+        text = f"retries: {{{NO_BACKOFF}, attempts_per_upstream: 1}}\n" + extra
+        with run_gateway(tmp_path / "data", upstream.base_url, config=text) as gateway:
+            response = gateway.generate(PROMPT)
+            with gateway.client() as client:
+                ready = client.get("/readyz").json()
+    finally:
+        endpoint.close()
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-localgate-upstream"] == "vx"
+    assert ready["checks"]["upstream:vx"] == "ok"
+    (sent,) = backup.requests
+    assert sent.path == (
+        "/v1/projects/acme-prod/locations/europe-west4/publishers/google/models/"
+        "gemini-2.5-flash:generateContent"
+    )
+    assert sent.headers["authorization"] == "Bearer tok-1"
+    assert "13812345678" not in orjson.dumps(sent.body).decode()

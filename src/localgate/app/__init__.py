@@ -17,7 +17,7 @@ from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
-from localgate.config import DEFAULT_UPSTREAM, Settings
+from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
@@ -181,9 +181,12 @@ def _named_upstreams(
     for name, config in settings.upstreams.items():
         session = open_session(config.max_connections, config.connect_timeout_s, config.timeout_s)
         closers.append(session.close)
+        if config.kind == "vertex" and config.credentials_file is not None:
+            upstreams[name] = _vertex_upstream(name, config, config.credentials_file, session)
+            continue
         upstreams[name] = GeminiUpstream(
             name=name,
-            base_url=config.base_url,
+            base_url=config.url,
             api_key=None,
             session=session,
             read_timeout_s=config.timeout_s,
@@ -192,6 +195,25 @@ def _named_upstreams(
             key_source=f"upstreams.{name}.api_key_env or upstreams.{name}.api_key_file",
         )
     return upstreams, closers
+
+
+def _vertex_upstream(
+    name: str, config: NamedUpstreamSettings, credentials_file: Path, session: Any
+) -> Upstream:
+    """A Vertex AI upstream; google-auth is imported only when one is configured."""
+    from localgate.upstream.vertex import ServiceAccountTokens, VertexPaths
+
+    tokens = ServiceAccountTokens(name, credentials_file)
+    return GeminiUpstream(
+        name=name,
+        base_url=config.url,
+        api_key=None,
+        session=session,
+        read_timeout_s=config.timeout_s,
+        authorize=tokens.headers,
+        path=VertexPaths(name, config.project or "", config.location or ""),
+        not_ready=lambda: tokens.problem,
+    )
 
 
 def _vector_layer_needs_restart(new: Settings) -> list[str]:

@@ -12,7 +12,7 @@ import email.utils
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -116,6 +116,9 @@ class GeminiUpstream:
         key_source: str = "GEMINI_API_KEY in the gateway's environment or "
         "upstream.api_key_file in the configuration",
         clock: Callable[[], float] = time.monotonic,
+        authorize: Callable[[], Awaitable[dict[str, str]]] | None = None,
+        path: Callable[[GeminiRoute], str] | None = None,
+        not_ready: Callable[[], str | None] | None = None,
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
@@ -123,6 +126,11 @@ class GeminiUpstream:
         pool += [key for key in keys if key and key not in pool]
         self.keys = KeyPool(pool, default_cooldown_s=key_cooldown_s, clock=clock)
         self._key_source = key_source
+        # Another API speaking Gemini's bodies (Vertex AI): its own credentials (headers
+        # instead of a key from the pool) and its own paths.
+        self._authorize = authorize
+        self._path = path
+        self._not_ready = not_ready
         self._session = session
         self._read_timeout_s = read_timeout_s
         self._urls: dict[GeminiRoute, URL] = {}
@@ -130,6 +138,8 @@ class GeminiUpstream:
     @property
     def ready(self) -> str | None:
         """What is missing before this upstream can be used, if anything."""
+        if self._authorize is not None:
+            return self._not_ready() if self._not_ready is not None else None
         if not len(self.keys):
             return f"upstream '{self.name}' has no API key: set {self._key_source}"
         return None
@@ -182,16 +192,18 @@ class GeminiUpstream:
             ) from exc
 
     async def _send(self, call: UpstreamCall, *, stream: bool) -> aiohttp.ClientResponse:
-        taken = self.keys.take()
-        if taken is None:
-            raise ServiceUnavailable(
-                f"localgate cannot forward: {self.ready}. The request was not sent."
-            )
-        key_index, api_key = taken
-        headers = {
-            "x-goog-api-key": api_key.reveal(),
-            "user-agent": f"localgate/{__version__}",
-        }
+        key_index: int | None = None
+        if self._authorize is not None:
+            headers = await self._authorize()
+        else:
+            taken = self.keys.take()
+            if taken is None:
+                raise ServiceUnavailable(
+                    f"localgate cannot forward: {self.ready}. The request was not sent."
+                )
+            key_index, api_key = taken
+            headers = {"x-goog-api-key": api_key.reveal()}
+        headers["user-agent"] = f"localgate/{__version__}"
         headers.update(call.headers)
         query = list(call.query)
         if stream:
@@ -204,7 +216,8 @@ class GeminiUpstream:
         url = self._urls.get(call.route)
         if url is None:
             # Parsed once: aiohttp would parse a string URL again on every call.
-            url = URL(f"{self.base_url}/{call.route.upstream_path}")
+            path = self._path(call.route) if self._path else call.route.upstream_path
+            url = URL(f"{self.base_url}/{path}")
             if len(self._urls) < _MAX_URLS:
                 self._urls[call.route] = url
         try:
@@ -222,7 +235,11 @@ class GeminiUpstream:
             raise self._translate(exc) from exc
         if response.status != 200:
             error = await self._error(response)
-            if response.status == 429 and isinstance(error, UpstreamError):
+            if (
+                response.status == 429
+                and key_index is not None
+                and isinstance(error, UpstreamError)
+            ):
                 self.keys.cool_down(key_index, error.retry_after)
                 if self.keys.wait_s() == 0:
                     # Another key is usable now: this upstream may be tried again at once.
