@@ -666,10 +666,6 @@ class Settings(_Section):
         allowed = self._tenant(tenant).upstreams
         return None if allowed is None else frozenset(allowed)
 
-    def routes_for(self, tenant: str) -> tuple[RouteSettings, ...]:
-        """The routes that apply to ``tenant``'s requests, in order."""
-        return tuple(r for r in self.routes if not r.tenants or tenant in r.tenants)
-
     def max_attempts_of(self, route: RouteSettings | None) -> int:
         """The most attempts one request on ``route`` (None: no route matched) can make."""
         chains = [(DEFAULT_UPSTREAM,)] if route is None else [route.chain]

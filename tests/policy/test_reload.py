@@ -145,7 +145,7 @@ def test_routes_aliases_and_residency_reload_but_upstreams_wait_for_a_restart(
         "upstreams.eu.base_url: changed; takes effect after a restart",
     )
     routing = reloader.current.for_tenant("acme").routing
-    route = routing.route_for("gemini-flash")
+    route = routing.route_for("gemini-flash", "acme")
     assert route is not None
     assert (route.model, route.chain, routing.allowed) == (
         "gemini-3-flash",

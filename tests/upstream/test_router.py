@@ -97,7 +97,7 @@ def routed() -> Router:
 def test_an_alias_is_resolved_to_the_model_sent_upstream() -> None:
     route = match_route("POST", "/v1beta/models/gemini-flash:generateContent")
 
-    plan = routed().plan(route, ROUTED.for_tenant("globex"))
+    plan = routed().plan(route, ROUTED.for_tenant("globex"), tenant="globex")
 
     assert plan.route.model == "models/gemini-2.5-flash"
     assert plan.route.upstream_path == "v1beta/models/gemini-2.5-flash:generateContent"
@@ -106,23 +106,38 @@ def test_an_alias_is_resolved_to_the_model_sent_upstream() -> None:
 
 def test_the_first_matching_route_wins_and_tenant_routes_apply_only_to_their_tenants() -> None:
     pro = match_route("POST", "/v1beta/models/gemini-2.5-pro:generateContent")
+    # initech has no section under tenants:, so the default policy, but a route of its own.
+    own = PolicySnapshot.build(
+        Settings.model_validate(
+            {
+                "upstreams": {"eu": {"base_url": "http://eu.example"}},
+                "routes": [{"models": "*", "tenants": ["initech"], "upstream": "eu"}],
+            }
+        )
+    )
+    assert routed().candidates(pro, own.for_tenant("initech"), tenant="initech") == (EU,)
+    assert routed().candidates(pro, own.for_tenant("globex"), tenant="globex") == (GEMINI,)
 
-    assert routed().candidates(pro, ROUTED.for_tenant("acme")) == (EU,)
-    assert routed().candidates(pro, ROUTED.for_tenant("globex")) == (US, EU, GEMINI)
+    assert routed().candidates(pro, ROUTED.for_tenant("acme"), tenant="acme") == (EU,)
+    assert routed().candidates(pro, ROUTED.for_tenant("globex"), tenant="globex") == (
+        US,
+        EU,
+        GEMINI,
+    )
 
 
 def test_residency_removes_the_upstreams_a_tenant_may_not_reach() -> None:
     # globex's route is us -> eu -> default; acme may reach only eu and default.
     flash = match_route("POST", "/v1beta/models/gemini-2.5-flash-lite:generateContent")
 
-    assert routed().candidates(flash, ROUTED.for_tenant("acme")) == (EU, GEMINI)
+    assert routed().candidates(flash, ROUTED.for_tenant("acme"), tenant="acme") == (EU, GEMINI)
 
 
 def test_residency_that_leaves_nothing_refuses_and_says_why() -> None:
     alias = match_route("POST", "/v1beta/models/gemini-flash:generateContent")
 
     with pytest.raises(PermissionDenied, match="data-residency") as refused:
-        routed().plan(alias, ROUTED.for_tenant("solo"))
+        routed().plan(alias, ROUTED.for_tenant("solo"), tenant="solo")
 
     assert "routes.0: default, eu" in refused.value.message
     assert "may reach us" in refused.value.message
@@ -138,7 +153,7 @@ def test_a_route_to_an_upstream_not_running_is_unavailable_until_a_restart() -> 
     pro = match_route("POST", "/v1beta/models/gemini-2.5-pro:generateContent")
 
     with pytest.raises(ServiceUnavailable, match="restart"):
-        Router(GEMINI).plan(pro, ROUTED.for_tenant("acme"))
+        Router(GEMINI).plan(pro, ROUTED.for_tenant("acme"), tenant="acme")
 
 
 def test_local_embeddings_stay_local_whatever_the_routes_say() -> None:

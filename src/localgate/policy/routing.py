@@ -31,16 +31,21 @@ class SplitSide:
 class CompiledRoute:
     """One entry of ``routes:`` as the router applies it."""
 
-    index: int  # its place in ``routes:``, for messages and the audit record
+    index: int  # its place in ``routes:``, for messages and the hash of a split
     pattern: re.Pattern[str]
     chain: tuple[str, ...]  # the upstream, then its fallbacks
     model: str | None  # the model actually asked for (alias, pinned version)
     max_attempts: int
     sides: tuple[SplitSide, ...] = ()
     sticky: str = "tenant"  # or "user"
+    # Only these tenants' requests (empty: everyone's). Checked per request: a tenant the
+    # file names only here has no policy of its own.
+    tenants: frozenset[str] = frozenset()
 
-    def matches(self, model_id: str) -> bool:
-        """Whether this route takes requests for ``model_id``."""
+    def matches(self, model_id: str, tenant: str) -> bool:
+        """Whether this route takes ``tenant``'s requests for ``model_id``."""
+        if self.tenants and tenant not in self.tenants:
+            return False
         return self.pattern.fullmatch(model_id) is not None
 
     def side_for(self, subject: str) -> SplitSide | None:
@@ -81,8 +86,9 @@ class RoutingPolicy:
                 max_attempts=settings.max_attempts_of(route),
                 sides=_sides(route),
                 sticky=route.sticky,
+                tenants=frozenset(route.tenants),
             )
-            for route in settings.routes_for(tenant)
+            for route in settings.routes
         )
         return cls(
             routes=routes,
@@ -90,12 +96,13 @@ class RoutingPolicy:
             default_max_attempts=settings.max_attempts_of(None),
         )
 
-    def route_for(self, model_id: str | None) -> CompiledRoute | None:
-        """The first route taking ``model_id``; None for no model or no matching route."""
+    def route_for(self, model_id: str | None, tenant: str = "") -> CompiledRoute | None:
+        """The first route taking ``tenant``'s requests for ``model_id``; None for no model
+        or no matching route."""
         if model_id is None:
             return None
         for route in self.routes:
-            if route.matches(model_id):
+            if route.matches(model_id, tenant):
                 return route
         return None
 

@@ -57,11 +57,11 @@ class Router:
         self._local = (local_embeddings,) if local_embeddings is not None else self._remote
 
     def candidates(
-        self, route: GeminiRoute, policy: TenantPolicy | None = None
+        self, route: GeminiRoute, policy: TenantPolicy | None = None, *, tenant: str = ""
     ) -> tuple[Upstream, ...]:
         """The upstreams that may answer ``route`` under the request's tenant ``policy``,
         first choice first; never empty."""
-        return self.plan(route, policy).candidates
+        return self.plan(route, policy, tenant=tenant).candidates
 
     def plan(
         self,
@@ -83,7 +83,7 @@ class Router:
         ):
             return RoutePlan(route, self._local)
         routing = policy.routing if policy is not None else _NO_ROUTING
-        matched = routing.route_for(route.model_id)
+        matched = routing.route_for(route.model_id, tenant)
         if matched is None:
             chain, where = routing.default_chain, "no entry of routes matches, so the default"
         else:
