@@ -154,6 +154,11 @@ def test_an_open_breaker_sends_requests_to_the_fallback_without_calling_the_upst
         {"upstream": "backup", "status": 200, "latency_ms": 0.0},
     ]
     assert (ctx.upstream, ctx.attempt) == ("backup", 1)
+    attempts = "localgate_upstream_attempts_total"
+    assert (
+        metrics.registry.get_sample_value(attempts, {"upstream": "primary", "status": "502"}) == 2
+    )
+    assert metrics.registry.get_sample_value(attempts, {"upstream": "backup", "status": "200"}) == 3
 
 
 def test_with_no_fallback_an_open_breaker_answers_503_naming_the_upstream() -> None:

@@ -10,7 +10,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "PlainCounter"]
 
 # Gemini calls range from milliseconds (countTokens) to minutes (long streams).
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -124,13 +124,14 @@ class GatewayMetrics:
             registry=self.registry,
         )
         # Upstreams and routing: label values are the configured upstreams' names.
-        self.upstream_attempts = Counter(
+        # Counted once per request: a plain counter read when scraped (no lock).
+        self.upstream_attempts = PlainCounter(
             "localgate_upstream_attempts",
             "Calls made to each upstream, by upstream and HTTP status (200: answered; a "
             "request retried or sent to a fallback makes several).",
             ("upstream", "status"),
-            registry=self.registry,
         )
+        self.registry.register(self.upstream_attempts)
         self.upstream_retries = Counter(
             "localgate_upstream_retries",
             "Further attempts after an upstream failed, by the upstream that failed and "
@@ -172,6 +173,28 @@ class GatewayMetrics:
             self._models.add(model)
             return model
         return "other"
+
+
+class PlainCounter(Collector):
+    """A counter by label values, counted in plain numbers on the event loop's thread and
+    read when scraped: no lock per update, unlike prometheus_client's ``Counter``."""
+
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...]) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labels = labels
+        self._counts: dict[tuple[str, ...], int] = {}
+
+    def inc(self, labels: tuple[str, ...]) -> None:
+        """Count one, for these label values (in the order of ``labels``)."""
+        self._counts[labels] = self._counts.get(labels, 0) + 1
+
+    def collect(self) -> Iterator[Metric]:
+        """The counter family, as Prometheus reads it."""
+        family = CounterMetricFamily(self._name, self._documentation, labels=self._labels)
+        for labels, count in list(self._counts.items()):
+            family.add_metric(labels, count)
+        yield family
 
 
 class _RequestSeries(Collector):

@@ -125,7 +125,6 @@ class UpstreamDispatcher:
         self._random = random
         self._breakers: dict[str, CircuitBreaker] = {}
         self._budgets: dict[str, RetryBudget] = {}
-        self._attempt_counters: dict[tuple[str, int], Any] = {}
         for upstream in router.upstreams:
             self.breaker(upstream.name)
 
@@ -291,12 +290,7 @@ class UpstreamDispatcher:
         latency_ms = round((self._clock() - started) * 1000, 3)
         ctx.attempts.append({"upstream": upstream.name, "status": status, "latency_ms": latency_ms})
         if self._metrics is not None:
-            key = (upstream.name, status)
-            counter = self._attempt_counters.get(key)
-            if counter is None:  # label lookup once per upstream and status
-                counter = self._metrics.upstream_attempts.labels(upstream.name, str(status))
-                self._attempt_counters[key] = counter
-            counter.inc()
+            self._metrics.upstream_attempts.inc((upstream.name, str(status)))
 
     def _count_retry(self, name: str, kind: str) -> None:
         if self._metrics is not None:

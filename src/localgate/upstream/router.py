@@ -21,6 +21,8 @@ logger = logging.getLogger("localgate")
 
 _EMBEDDING = frozenset({GeminiMethod.EMBED_CONTENT, GeminiMethod.BATCH_EMBED_CONTENTS})
 _NO_ROUTING = RoutingPolicy()
+# Plans kept for requests without routes (a few routes per model in use).
+_MAX_PLANS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class Router:
         # Built once: routing a request without routes allocates little.
         self._remote = (default,)
         self._local = (local_embeddings,) if local_embeddings is not None else self._remote
+        self._default_plans: dict[GeminiRoute, RoutePlan] = {}
 
     def candidates(
         self, route: GeminiRoute, policy: TenantPolicy | None = None, *, tenant: str = ""
@@ -83,6 +86,14 @@ class Router:
         ):
             return RoutePlan(route, self._local)
         routing = policy.routing if policy is not None else _NO_ROUTING
+        if not routing.routes and routing.allowed is None:
+            # No routes, no residency list: the default upstream, one plan per route.
+            plan = self._default_plans.get(route)
+            if plan is None:
+                plan = RoutePlan(route, self._remote)
+                if len(self._default_plans) < _MAX_PLANS:
+                    self._default_plans[route] = plan
+            return plan
         matched = routing.route_for(route.model_id, tenant)
         if matched is None:
             chain, where = routing.default_chain, "no entry of routes matches, so the default"
