@@ -173,12 +173,17 @@ class ServiceUnavailable(LocalgateError):
 class UpstreamError(LocalgateError):
     """The upstream answered with an error; its status and envelope pass through."""
 
-    def __init__(self, http_status: int, body: dict[str, Any]) -> None:
+    def __init__(
+        self, http_status: int, body: dict[str, Any], *, retry_after: float | None = None
+    ) -> None:
         error = body.get("error", {})
         super().__init__(str(error.get("message", "")))
         self._http_status = http_status
         self._status = str(error.get("status", "UNKNOWN"))
         self.body = body
+        # Seconds to wait before this upstream may be asked again: what it said
+        # (Retry-After, RetryInfo), or 0 when another of its keys is usable now.
+        self.retry_after = retry_after
 
     @property
     def code(self) -> int:

@@ -436,7 +436,7 @@ def test_without_upstream_key_the_gateway_runs_but_refuses_to_forward(
     assert "GEMINI_API_KEY" in str(error_of(response)["message"])
     assert alive.status_code == 200
     assert ready.status_code == 503
-    assert "GEMINI_API_KEY" in ready.json()["checks"]["upstream:gemini"]
+    assert "GEMINI_API_KEY" in ready.json()["checks"]["upstream:default"]
     assert upstream.requests == []
 
 
@@ -636,7 +636,7 @@ def test_readyz_when_ready(gateway: RunningGateway) -> None:
     assert body["checks"] == {
         "state_store": "ok",
         "audit_trail": "ok",
-        "upstream:gemini": "ok",
+        "upstream:default": "ok",
         "config": "ok",
     }
     config = body["config"]

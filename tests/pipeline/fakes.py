@@ -23,6 +23,7 @@ from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Pipeline
 from localgate.policy import PolicySnapshot, TenantPolicy
 from localgate.upstream import Router, UpstreamDispatcher
+from localgate.upstream.router import RoutePlan
 from tests.upstream.fakes import ScriptedUpstream
 
 __all__ = ["KEY", "Completed", "Gateway", "MakeGateway", "inbound", "new_context"]
@@ -220,7 +221,9 @@ class Gateway:
             retrieval=self.retrieval,
             cache=self.cache,
             audit=self.audit,
-            dispatcher=UpstreamDispatcher(router, max_attempts=self.max_attempts),
+            dispatcher=UpstreamDispatcher(
+                router, max_attempts=self.max_attempts, attempts_per_upstream=1
+            ),
             access_log=self.access_log,
             metrics=self.metrics,
         )
@@ -258,10 +261,15 @@ class _ChainRouter(Router):
         super().__init__(first)
         self._chain = (first,) if second is None else (first, second)
 
-    def candidates(
-        self, route: GeminiRoute, policy: TenantPolicy | None = None
-    ) -> tuple[ScriptedUpstream, ...]:
-        return self._chain
+    def plan(
+        self,
+        route: GeminiRoute,
+        policy: TenantPolicy | None = None,
+        *,
+        tenant: str = "",
+        user: str | None = None,
+    ) -> RoutePlan:
+        return RoutePlan(route, self._chain)
 
 
 def new_context(route: GeminiRoute = GENERATE, request_id: str = "r1") -> RequestContext:

@@ -122,3 +122,33 @@ def test_a_failing_preparation_rejects_the_reload(tmp_path: Path) -> None:
     assert not result.applied
     assert result.problems == ("proxy.redaction_rules: cannot be built",)
     assert reloader.current.version == 1
+
+
+def test_routes_aliases_and_residency_reload_but_upstreams_wait_for_a_restart(
+    tmp_path: Path,
+) -> None:
+    upstreams = "upstreams:\n  eu: {base_url: 'http://eu.example'}\n"
+    before = upstreams + "routes: [{models: gemini-flash, model: gemini-2.5-flash}]\n"
+    reloader, path, _ = reloader_for(tmp_path, before)
+    path.write_text(
+        "upstreams:\n  eu: {base_url: 'http://eu2.example'}\n"
+        "routes: [{models: gemini-flash, model: gemini-3-flash, upstream: eu}]\n"
+        "tenants: {acme: {upstreams: [eu]}}\n"
+        "retries: {max_attempts: 1}\n"
+    )
+
+    result = asyncio.run(reloader.reload())
+
+    assert result.applied
+    assert result.restart_needed == (
+        "retries.max_attempts: changed; takes effect after a restart",
+        "upstreams.eu.base_url: changed; takes effect after a restart",
+    )
+    routing = reloader.current.for_tenant("acme").routing
+    route = routing.route_for("gemini-flash", "acme")
+    assert route is not None
+    assert (route.model, route.chain, routing.allowed) == (
+        "gemini-3-flash",
+        ("eu",),
+        frozenset({"eu"}),
+    )

@@ -48,7 +48,10 @@ def call(route: Any = GENERATE) -> UpstreamCall:
 
 
 def dispatcher(max_attempts: int = 1) -> UpstreamDispatcher:
-    return UpstreamDispatcher(Router(ScriptedUpstream("default")), max_attempts=max_attempts)
+    """Candidates in order, one attempt each (retries of one upstream: test_retries.py)."""
+    return UpstreamDispatcher(
+        Router(ScriptedUpstream("default")), max_attempts=max_attempts, attempts_per_upstream=1
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
-from localgate.config import Settings
+from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
@@ -29,7 +29,7 @@ from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
-from localgate.upstream import GeminiUpstream, Router, UpstreamDispatcher
+from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
 
 __all__ = ["create_app", "server_options"]
@@ -65,12 +65,13 @@ def create_app(
             upstream_settings.timeout_s,
         )
         upstream = GeminiUpstream(
-            name="gemini",
+            name=DEFAULT_UPSTREAM,
             base_url=upstream_settings.base_url,
             api_key=settings.upstream_api_key,
             session=session,
             read_timeout_s=upstream_settings.timeout_s,
         )
+        named, closers = _named_upstreams(settings)
         metrics = GatewayMetrics()
         reloader = ConfigReloader(
             PolicySnapshot.build(settings, source=str(source) if source else None),
@@ -83,6 +84,7 @@ def create_app(
         router = Router(
             default=upstream,
             local_embeddings=vector.local_embeddings if vector else None,
+            named=named,
         )
         for candidate in router.upstreams:
             if candidate.ready is not None:
@@ -99,7 +101,12 @@ def create_app(
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
-            dispatcher=UpstreamDispatcher(router),
+            dispatcher=UpstreamDispatcher(
+                router,
+                retries=settings.retries,
+                breaker=settings.circuit_breaker,
+                metrics=metrics,
+            ),
             access_log=access_log,
             metrics=metrics,
         )
@@ -137,6 +144,8 @@ def create_app(
             if trail is not None:
                 await trail.close()
             await session.close()
+            for close in closers:
+                await close()
             await access_log.close()
             keys.close()
 
@@ -172,6 +181,51 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
     }
+
+
+def _named_upstreams(
+    settings: Settings,
+) -> tuple[dict[str, Upstream], list[Callable[[], Awaitable[None]]]]:
+    """The ``upstreams:`` section's upstreams, each with a pooled session of its own (its
+    timeouts and connection limit); their key pools come from the loaded settings."""
+    upstreams: dict[str, Upstream] = {}
+    closers: list[Callable[[], Awaitable[None]]] = []
+    for name, config in settings.upstreams.items():
+        session = open_session(config.max_connections, config.connect_timeout_s, config.timeout_s)
+        closers.append(session.close)
+        if config.kind == "vertex" and config.credentials_file is not None:
+            upstreams[name] = _vertex_upstream(name, config, config.credentials_file, session)
+            continue
+        upstreams[name] = GeminiUpstream(
+            name=name,
+            base_url=config.url,
+            api_key=None,
+            session=session,
+            read_timeout_s=config.timeout_s,
+            keys=settings.upstream_keys.get(name, ()),
+            key_cooldown_s=config.key_cooldown_s,
+            key_source=f"upstreams.{name}.api_key_env or upstreams.{name}.api_key_file",
+        )
+    return upstreams, closers
+
+
+def _vertex_upstream(
+    name: str, config: NamedUpstreamSettings, credentials_file: Path, session: Any
+) -> Upstream:
+    """A Vertex AI upstream; google-auth is imported only when one is configured."""
+    from localgate.upstream.vertex import ServiceAccountTokens, VertexPaths
+
+    tokens = ServiceAccountTokens(name, credentials_file)
+    return GeminiUpstream(
+        name=name,
+        base_url=config.url,
+        api_key=None,
+        session=session,
+        read_timeout_s=config.timeout_s,
+        authorize=tokens.headers,
+        path=VertexPaths(name, config.project or "", config.location or ""),
+        not_ready=lambda: tokens.problem,
+    )
 
 
 def _vector_layer_needs_restart(new: Settings) -> list[str]:

@@ -58,11 +58,15 @@ async def readyz(request: Request) -> Response:
         # the store, requests are forwarded (the cache misses).
         problem = await vector.store.check()
         checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
+    services: GatewayServices = request.state.services
     return JSONResponse(
         {
             "status": "ready" if ready else ("draining" if drain.draining else "not ready"),
             "checks": checks,
             "config": _config_detail(reloader),
+            # Shown, not a reason to be taken out of a load balancer: requests fall back
+            # to other upstreams, or get a 503 naming the open one.
+            "circuits": services.pipeline.dispatcher.circuits(),
         },
         status_code=200 if ready else 503,
     )

@@ -133,6 +133,9 @@ class TrailAudit:
             fields["upstream"] = ctx.upstream
             if ctx.attempt > 1:
                 fields["attempt"] = ctx.attempt
+        if ctx.attempts:
+            # Every attempt and every upstream skipped: upstream, status, latency.
+            fields["attempts"] = ctx.attempts
         if ctx.model_version:
             fields["model_version"] = ctx.model_version
         usage = ctx.usage

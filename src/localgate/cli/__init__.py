@@ -187,6 +187,8 @@ def reload(config_path: Path | None, timeout: float) -> None:
 )
 def check(config_path: Path | None, connect: bool) -> None:
     """Validate a configuration; print every problem with its field path."""
+    from localgate.cli.routing import describe_routes
+
     settings, source = load_or_exit(config_path)
     click.echo(f"{source or '<defaults>'}: OK")
     if settings.upstream_api_key is None and not connect:
@@ -194,6 +196,11 @@ def check(config_path: Path | None, connect: bool) -> None:
             "note: no upstream API key (GEMINI_API_KEY or upstream.api_key_file); "
             "the gateway will start but refuse to forward"
         )
+    for name, keys in settings.upstream_keys.items():
+        if not keys:
+            click.echo(f"note: upstream '{name}' has no API key; requests to it are refused")
+    for line in describe_routes(settings):
+        click.echo(line)
     if connect:
         from localgate.admin.doctor import Doctor
         from localgate.cli.doctor import print_checks

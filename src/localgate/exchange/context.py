@@ -80,6 +80,9 @@ class RequestContext:
     # attempt and how many attempts were made (0: none, e.g. answered from the cache).
     upstream: str | None = None
     attempt: int = 0
+    # Every attempt (and every upstream skipped), in order, for the audit record:
+    # {"upstream", "status", "latency_ms"} or {"upstream", "skipped"}.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     # The answer's last ``usageMetadata`` object, read into a TokenUsage (``usage``) only
     # by those who record it, once per request rather than once per stream event.
     usage_metadata: dict[str, Any] | None = None

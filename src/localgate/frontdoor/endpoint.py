@@ -55,6 +55,7 @@ _QUERY_SHAPES = {
     "filter": re.compile(r"[A-Za-z0-9 _.:=\"'()-]{1,200}"),
 }
 _FORWARDED_QUERY = {GeminiMethod.LIST_MODELS: tuple(_QUERY_SHAPES)}
+_UPSTREAM_HEADER = b"x-localgate-upstream"
 # The legacy REST client asks for integer enums; the only other $alt values
 # (proto, media) would change the body format the gateway parses.
 _INT_ENUMS = ("$alt", "json;enum-encoding=int")
@@ -119,7 +120,11 @@ class GeminiEndpoint:
             # Refused here, before the pipeline (else the pipeline has ended it already).
             await pipeline.completion.finish(ctx, Outcome.REFUSED, exc)
             await _close_stream(reply)
-            return error_response(exc, ctx.request_id)
+            response = error_response(exc, ctx.request_id)
+            if ctx.upstream:
+                # An upstream's failure names the (last) upstream tried, like an answer.
+                response.headers.append((_UPSTREAM_HEADER, ctx.upstream.encode("latin-1")))
+            return response
         except Exception:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
             error = internal_error(ctx.request_id)

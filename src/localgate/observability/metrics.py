@@ -10,7 +10,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "PlainCounter"]
 
 # Gemini calls range from milliseconds (countTokens) to minutes (long streams).
 # 0.8 s is the latency objective the shipped alert rules hold (deploy/prometheus/alerts.yml).
@@ -133,6 +133,29 @@ class GatewayMetrics:
             ("hash", "version"),
             registry=self.registry,
         )
+        # Upstreams and routing: label values are the configured upstreams' names.
+        # Counted once per request: a plain counter read when scraped (no lock).
+        self.upstream_attempts = PlainCounter(
+            "localgate_upstream_attempts",
+            "Calls made to each upstream, by upstream and HTTP status (200: answered; a "
+            "request retried or sent to a fallback makes several).",
+            ("upstream", "status"),
+        )
+        self.registry.register(self.upstream_attempts)
+        self.upstream_retries = Counter(
+            "localgate_upstream_retries",
+            "Further attempts after an upstream failed, by the upstream that failed and "
+            "kind: retry (the same upstream again) or fallback (the next upstream).",
+            ("upstream", "kind"),
+            registry=self.registry,
+        )
+        self.upstream_circuit_state = Gauge(
+            "localgate_upstream_circuit_state",
+            "Each upstream's circuit breaker in this process: 0 closed, 1 half-open (one "
+            "probe goes through), 2 open (the upstream is skipped).",
+            ("upstream",),
+            registry=self.registry,
+        )
         self._models: set[str] = set()
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}
@@ -160,6 +183,28 @@ class GatewayMetrics:
             self._models.add(model)
             return model
         return "other"
+
+
+class PlainCounter(Collector):
+    """A counter by label values, counted in plain numbers on the event loop's thread and
+    read when scraped: no lock per update, unlike prometheus_client's ``Counter``."""
+
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...]) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labels = labels
+        self._counts: dict[tuple[str, ...], int] = {}
+
+    def inc(self, labels: tuple[str, ...]) -> None:
+        """Count one, for these label values (in the order of ``labels``)."""
+        self._counts[labels] = self._counts.get(labels, 0) + 1
+
+    def collect(self) -> Iterator[Metric]:
+        """The counter family, as Prometheus reads it."""
+        family = CounterMetricFamily(self._name, self._documentation, labels=self._labels)
+        for labels, count in list(self._counts.items()):
+            family.add_metric(labels, count)
+        yield family
 
 
 class _RequestSeries(Collector):

@@ -119,6 +119,8 @@ class Completion:
             record["upstream"] = ctx.upstream
             if ctx.attempt > 1:
                 record["attempt"] = ctx.attempt
+            if len(ctx.attempts) > 1:
+                record["attempts"] = ctx.attempts
         if ctx.cache_status:
             record["cache"] = ctx.cache_status
         if ctx.model_version:

@@ -98,6 +98,19 @@ class Pipeline:
             except LocalgateError as exc:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
                 raise
+            try:
+                # The tenant's routes and residency list; the model a route pins or an
+                # alias names is the one looked up, recorded and sent.
+                tenant = ctx.principal.tenant if ctx.principal else ""
+                plan = self.dispatcher.plan(route, ctx.policy, tenant=tenant, user=ctx.end_user)
+            except LocalgateError as exc:
+                await finish(
+                    ctx,
+                    Outcome.BLOCKED_BY_POLICY if exc.code < 500 else Outcome.UPSTREAM_ERROR,
+                    exc,
+                )
+                raise
+            ctx.route = route = plan.route
             cached = await self.cache.lookup(ctx)
             if cached is not None:
                 # Every request is on record, also those the cache answers.
@@ -106,7 +119,7 @@ class Pipeline:
                     stored = _stored_stream(cached)
                     return _AnswerStream(self, ctx, stored, Outcome.SERVED_FROM_CACHE).reply()
                 return await self._unary_answer(ctx, cached, Outcome.SERVED_FROM_CACHE)
-            candidates = self.dispatcher.candidates(route, ctx.policy)
+            candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
             await self.audit.record_request(ctx)

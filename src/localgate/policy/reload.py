@@ -34,6 +34,11 @@ RESTART_ONLY: tuple[str, ...] = (
     "data_dir",
     "server",
     "upstream",
+    # Named upstreams (their sessions and key pools) are built at start; routes, aliases
+    # and tenants' residency lists reload.
+    "upstreams",
+    "retries",
+    "circuit_breaker",
     "logging",
     "audit",
     "embeddings",
@@ -204,6 +209,8 @@ def restart_needed_for(running: Settings, new: Settings) -> list[str]:
     notes = [f"{name}: changed; takes effect after a restart" for name in changed]
     if running.upstream_api_key != new.upstream_api_key:
         notes.append("the upstream API key: changed; takes effect after a restart")
+    if running.upstream_keys != new.upstream_keys:
+        notes.append("the named upstreams' API keys: changed; take effect after a restart")
     if running.chroma_token != new.chroma_token:
         notes.append("LOCALGATE_CHROMA_TOKEN: changed; takes effect after a restart")
     return notes

@@ -22,8 +22,12 @@ from localgate.config import (
     RedactionSettings,
     Settings,
 )
+from localgate.policy.routing import RoutingPolicy
 
 __all__ = ["PolicySnapshot", "TenantPolicy", "config_hash"]
+
+# Routing of a policy built without settings: everything to the default upstream.
+_NO_ROUTING = RoutingPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,8 @@ class TenantPolicy:
     # audit record carry so a request can be tied to the configuration it ran under.
     version: int = 0
     config_hash: str = ""
+    # Routes, model aliases and the upstreams this tenant may reach (the router's section).
+    routing: RoutingPolicy = _NO_ROUTING
 
     @classmethod
     def resolve(
@@ -56,6 +62,7 @@ class TenantPolicy:
             local_embeddings=settings.local_embeddings_for(name),
             version=version,
             config_hash=config_hash,
+            routing=RoutingPolicy.resolve(settings, name),
         )
 
 

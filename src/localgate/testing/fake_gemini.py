@@ -43,6 +43,7 @@ class RecordedRequest:
 @dataclass(slots=True)
 class _Behaviour:
     error: tuple[int, bytes, dict[str, str]] | None = None  # status, body, headers
+    error_times: int | None = None  # the error answers only this many more requests
     mode: str | None = None  # "reset", "malformed", "hang"
     stream_chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " fake"])
     stream_delay_s: float = 0.0
@@ -126,9 +127,15 @@ class FakeGemini:
         self.stream_abandoned.clear()
 
     def fail_with(
-        self, status: int, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        times: int | None = None,
     ) -> None:
-        """Answer every request with ``status`` and ``body`` (a dict or list is sent as JSON)."""
+        """Answer every request (or the next ``times``) with ``status`` and ``body`` (a dict
+        or list is sent as JSON); afterwards, answer well again."""
         if isinstance(body, bytes | str):
             raw = body.encode() if isinstance(body, str) else body
             ctype = "text/html"
@@ -137,6 +144,7 @@ class FakeGemini:
             ctype = "application/json; charset=UTF-8"
         with self._lock:
             self._behaviour.error = (status, raw, {"content-type": ctype, **(headers or {})})
+            self._behaviour.error_times = times
 
     def misbehave(self, mode: str | None) -> None:
         """``reset`` the connection, answer ``malformed`` JSON, or ``hang`` without answering."""
@@ -219,6 +227,10 @@ class FakeGemini:
             behaviour = _Behaviour(
                 **{name: getattr(self._behaviour, name) for name in _Behaviour.__slots__}
             )
+            if self._behaviour.error_times is not None:
+                self._behaviour.error_times -= 1
+                if self._behaviour.error_times <= 0:
+                    self._behaviour.error, self._behaviour.error_times = None, None
         if behaviour.delay_s:
             await asyncio.sleep(behaviour.delay_s)
         if behaviour.mode == "hang":

@@ -8,9 +8,11 @@ is sent as ``x-goog-api-key``; nothing of the client's credentials is forwarded.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import re
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -31,6 +33,7 @@ from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 from localgate.gemini.framing import SseDecoder, dump_json
 from localgate.gemini.routes import GeminiRoute
 from localgate.secret import Secret
+from localgate.upstream.keys import KeyPool
 
 __all__ = ["GeminiUpstream", "open_session"]
 
@@ -92,7 +95,11 @@ def open_session(
 
 
 class GeminiUpstream:
-    """Forwards Gemini REST calls to ``base_url`` with the gateway's key."""
+    """Forwards Gemini REST calls to ``base_url`` with the gateway's keys.
+
+    Several keys form a pool used round-robin; a key answered with 429 cools down for
+    the upstream's Retry-After (or ``key_cooldown_s``) while the others carry on.
+    """
 
     local = False
 
@@ -103,10 +110,27 @@ class GeminiUpstream:
         api_key: Secret | None,
         session: aiohttp.ClientSession,
         read_timeout_s: float,
+        *,
+        keys: Sequence[Secret] = (),
+        key_cooldown_s: float = 60.0,
+        key_source: str = "GEMINI_API_KEY in the gateway's environment or "
+        "upstream.api_key_file in the configuration",
+        clock: Callable[[], float] = time.monotonic,
+        authorize: Callable[[], Awaitable[dict[str, str]]] | None = None,
+        path: Callable[[GeminiRoute], str] | None = None,
+        not_ready: Callable[[], str | None] | None = None,
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
+        pool = [api_key] if api_key else []
+        pool += [key for key in keys if key and key not in pool]
+        self.keys = KeyPool(pool, default_cooldown_s=key_cooldown_s, clock=clock)
+        self._key_source = key_source
+        # Another API speaking Gemini's bodies (Vertex AI): its own credentials (headers
+        # instead of a key from the pool) and its own paths.
+        self._authorize = authorize
+        self._path = path
+        self._not_ready = not_ready
         self._session = session
         self._read_timeout_s = read_timeout_s
         self._urls: dict[GeminiRoute, URL] = {}
@@ -114,11 +138,10 @@ class GeminiUpstream:
     @property
     def ready(self) -> str | None:
         """What is missing before this upstream can be used, if anything."""
-        if not self._api_key:
-            return (
-                f"upstream '{self.name}' has no API key: set GEMINI_API_KEY in the gateway's "
-                "environment or upstream.api_key_file in the configuration"
-            )
+        if self._authorize is not None:
+            return self._not_ready() if self._not_ready is not None else None
+        if not len(self.keys):
+            return f"upstream '{self.name}' has no API key: set {self._key_source}"
         return None
 
     async def unary(self, call: UpstreamCall) -> UnaryReply:
@@ -169,14 +192,18 @@ class GeminiUpstream:
             ) from exc
 
     async def _send(self, call: UpstreamCall, *, stream: bool) -> aiohttp.ClientResponse:
-        if not self._api_key:
-            raise ServiceUnavailable(
-                f"localgate cannot forward: {self.ready}. The request was not sent."
-            )
-        headers = {
-            "x-goog-api-key": self._api_key.reveal(),
-            "user-agent": f"localgate/{__version__}",
-        }
+        key_index: int | None = None
+        if self._authorize is not None:
+            headers = await self._authorize()
+        else:
+            taken = self.keys.take()
+            if taken is None:
+                raise ServiceUnavailable(
+                    f"localgate cannot forward: {self.ready}. The request was not sent."
+                )
+            key_index, api_key = taken
+            headers = {"x-goog-api-key": api_key.reveal()}
+        headers["user-agent"] = f"localgate/{__version__}"
         headers.update(call.headers)
         query = list(call.query)
         if stream:
@@ -189,7 +216,8 @@ class GeminiUpstream:
         url = self._urls.get(call.route)
         if url is None:
             # Parsed once: aiohttp would parse a string URL again on every call.
-            url = URL(f"{self.base_url}/{call.route.upstream_path}")
+            path = self._path(call.route) if self._path else call.route.upstream_path
+            url = URL(f"{self.base_url}/{path}")
             if len(self._urls) < _MAX_URLS:
                 self._urls[call.route] = url
         try:
@@ -206,7 +234,17 @@ class GeminiUpstream:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._translate(exc) from exc
         if response.status != 200:
-            raise await self._error(response)
+            error = await self._error(response)
+            if (
+                response.status == 429
+                and key_index is not None
+                and isinstance(error, UpstreamError)
+            ):
+                self.keys.cool_down(key_index, error.retry_after)
+                if self.keys.wait_s() == 0:
+                    # Another key is usable now: this upstream may be tried again at once.
+                    error.retry_after = 0.0
+            raise error
         return response
 
     async def _error(self, response: aiohttp.ClientResponse) -> LocalgateError:
@@ -245,7 +283,7 @@ class GeminiUpstream:
                     f"The upstream '{self.name}' rejected the gateway's own API key; the "
                     "gateway operator must check GEMINI_API_KEY or upstream.api_key_file."
                 )
-            return UpstreamError(status, body)
+            return UpstreamError(status, body, retry_after=_retry_after(response, error))
         return UpstreamError(
             status,
             {
@@ -256,6 +294,7 @@ class GeminiUpstream:
                     "status": _CANONICAL.get(status, "UNKNOWN"),
                 }
             },
+            retry_after=_retry_after(response, None),
         )
 
     def _translate(self, exc: BaseException) -> LocalgateError:
@@ -271,6 +310,35 @@ class GeminiUpstream:
         if isinstance(exc, aiohttp.ClientPayloadError):
             return UpstreamUnreachable(f"{where} broke off its answer.")
         return UpstreamUnreachable(f"{where} is unreachable: the connection failed.")
+
+
+_RETRY_DELAY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
+# A wait the gateway believes: longer ones are taken as this (a day).
+_MAX_RETRY_AFTER_S = 86400.0
+
+
+def _retry_after(response: aiohttp.ClientResponse, error: dict[str, Any] | None) -> float | None:
+    """The wait the upstream asked for: ``Retry-After`` (seconds or a date), else the
+    envelope's ``RetryInfo.retryDelay`` (``"33s"``); None if it named none."""
+    header = response.headers.get("retry-after", "").strip()
+    seconds: float | None = None
+    if header.isdigit():
+        seconds = float(header)
+    elif header:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None and when.tzinfo is not None:
+            seconds = max(0.0, when.timestamp() - time.time())
+    if seconds is None and error is not None and isinstance(error.get("details"), list):
+        for detail in error["details"]:
+            delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+            found = _RETRY_DELAY.match(delay) if isinstance(delay, str) else None
+            if found:
+                seconds = float(found[1])
+                break
+    return None if seconds is None else min(seconds, _MAX_RETRY_AFTER_S)
 
 
 def _rejects_gateway_key(status: int, error: dict[str, Any]) -> bool:

@@ -1,0 +1,41 @@
+"""What ``localgate check`` says about routing: each route's chain and its attempts."""
+
+from __future__ import annotations
+
+from localgate.config import DEFAULT_UPSTREAM, Settings
+
+__all__ = ["describe_routes"]
+
+
+def describe_routes(settings: Settings) -> list[str]:
+    """One line per route (and the default), naming where requests go and the most
+    attempts one request can make there; then the largest of those."""
+    lines = []
+    worst = settings.max_attempts_of(None)
+    for index, route in enumerate(settings.routes):
+        attempts = settings.max_attempts_of(route)
+        worst = max(worst, attempts)
+        who = f" for tenants {', '.join(route.tenants)}" if route.tenants else ""
+        model = f" as {route.model}" if route.model else ""
+        lines.append(
+            f"route {index}: {', '.join(route.models)}{who}{model} -> "
+            f"{' -> '.join(route.chain)}; at most {attempts} attempt(s)"
+        )
+        total = sum(side.weight for side in route.split)
+        for side in route.split:
+            share = f"{100 * side.weight / total:g}%"
+            as_model = f" as {side.model or route.model}" if side.model or route.model else ""
+            lines.append(
+                f"  split {share} (sticky per {route.sticky}){as_model} -> "
+                f"{' -> '.join(route.chain_of(side))}"
+            )
+    lines.append(
+        f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
+    )
+    for tenant, tenant_settings in settings.tenants.items():
+        if tenant_settings.upstreams is not None:
+            lines.append(
+                f"tenant {tenant} may reach only: {', '.join(tenant_settings.upstreams) or 'none'}"
+            )
+    lines.append(f"a request makes at most {worst} upstream attempt(s)")
+    return lines
