@@ -154,6 +154,8 @@ class Pipeline:
             self.cache.complete(ctx)
         if ctx.cache_status is not None:
             reply.headers[CACHE_HEADER] = ctx.cache_status
+        if ctx.limit_headers:
+            reply.headers.update(ctx.limit_headers)
         return reply
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
@@ -215,6 +217,8 @@ class _AnswerStream:
         headers = self._upstream.headers
         if self._ctx.cache_status is not None:
             headers = {**headers, CACHE_HEADER: self._ctx.cache_status}
+        if self._ctx.limit_headers:
+            headers = {**headers, **self._ctx.limit_headers}
         return StreamReply(events=self._events(), close=self._close, headers=headers)
 
     async def _events(self) -> AsyncIterator[Any]:
