@@ -166,11 +166,19 @@ class RedisBackend:
         *,
         lease_s: float = 30.0,
         timeout_s: float = 0.5,
+        max_connections: int = 32,
         prefix: str = "localgate:limits:",
     ) -> None:
-        self._client: Any = aioredis.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        # A bounded pool that makes a burst wait for a connection (at most ``timeout_s``)
+        # rather than open one per request in flight.
+        self._pool: Any = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=timeout_s,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
         )
+        self._client: Any = aioredis.Redis(connection_pool=self._pool)
         self._lease_ms = max(1, round(lease_s * 1000))
         self._prefix = prefix
         self._admit = self._client.register_script(_ADMIT)
@@ -254,6 +262,7 @@ class RedisBackend:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         await self._client.aclose()
+        await self._pool.aclose()
 
 
 def _quota(values: list[int]) -> Quota | None:
