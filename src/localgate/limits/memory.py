@@ -74,45 +74,46 @@ class MemoryBackend:
         now = self._clock()
         requests: Quota | None = None
         token_quota: Quota | None = None
-        plans: list[tuple[_Scope, tuple[tuple[float, int], ...]]] = []
+        asks = (1, tokens, tokens)
+        plans: list[tuple[_Scope, list[tuple[float, int]]]] = []
         for limits in scopes:
             state = self._scopes.get(limits.scope)
             if state is None:
                 state = self._scopes[limits.scope] = _Scope()
-            current = tuple(
-                window.current(now, length)
-                for window, length in zip(state.windows, _LENGTHS, strict=True)
-            )
-            plans.append((state, current))
-            asks = (1, tokens, tokens)
-            for index, limit in enumerate(limits.values()[:3]):
+            current = []
+            for index, limit in enumerate(limits.values()):
+                if index == 3:
+                    if limit is not None and len(state.in_flight) >= limit:
+                        return Admission(
+                            refused=Limit.CONCURRENT_REQUESTS,
+                            refused_scope=limits.scope,
+                            retry_after_s=1.0,
+                        )
+                    break
+                length = _LENGTHS[index]
+                window = state.windows[index]
+                start, used = window.current(now, length)
+                current.append((start, used))
                 if limit is None:
                     continue
-                start, used = current[index]
-                reset = start + _LENGTHS[index] - now
-                if used + asks[index] > limit:
+                ask = asks[index]
+                reset = start + length - now
+                if used + ask > limit:
                     return Admission(
                         refused=LIMIT_ORDER[index],
                         refused_scope=limits.scope,
                         retry_after_s=reset,
-                        never_fits=asks[index] > limit,
+                        never_fits=ask > limit,
                     )
-                quota = Quota(limit, limit - used - asks[index], reset)
+                remaining = limit - used - ask
                 if index == 0:
-                    requests = _tighter(requests, quota)
-                else:
-                    token_quota = _tighter(token_quota, quota)
-            slots = limits.concurrent_requests
-            if slots is not None and len(state.in_flight) + 1 > slots:
-                return Admission(
-                    refused=Limit.CONCURRENT_REQUESTS,
-                    refused_scope=limits.scope,
-                    retry_after_s=1.0,
-                )
+                    if requests is None or remaining < requests.remaining:
+                        requests = Quota(limit, remaining, reset)
+                elif token_quota is None or remaining < token_quota.remaining:
+                    token_quota = Quota(limit, remaining, reset)
+            plans.append((state, current))
         for state, current in plans:
-            for window, (start, used), ask in zip(
-                state.windows, current, (1, tokens, tokens), strict=True
-            ):
+            for window, (start, used), ask in zip(state.windows, current, asks, strict=True):
                 window.start, window.used = start, used + ask
             state.in_flight[reservation] = _Reservation(
                 tokens, (current[0][0], current[1][0], current[2][0])
@@ -153,7 +154,3 @@ class MemoryBackend:
 
     async def close(self) -> None:
         """Nothing to close."""
-
-
-def _tighter(old: Quota | None, new: Quota) -> Quota:
-    return new if old is None or new.remaining < old.remaining else old

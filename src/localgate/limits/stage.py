@@ -9,6 +9,7 @@ the request ends; a request refused before it left is charged nothing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -39,6 +40,7 @@ __all__ = ["PRIORITY_HEADER", "TenantLimiter"]
 logger = logging.getLogger("localgate")
 
 PRIORITY_HEADER = "x-localgate-priority"
+_SCOPE_CACHE_SIZE = 10_000
 
 
 class TenantLimiter:
@@ -67,6 +69,13 @@ class TenantLimiter:
         self._clock = clock
         self._queue = AdmissionQueue(max_queue, poll_s)
         self._settling: set[asyncio.Task[None]] = set()
+        # Reservation ids: unique across replicas (the prefix) and cheap (the counter).
+        self._id_prefix = f"{uuid.uuid4().hex[:12]}-"
+        self._ids = itertools.count()
+        # The scopes of each (tenant policy, key): resolved once per configuration version.
+        self._scope_cache: dict[
+            tuple[int, str, str], tuple[TenantLimitSettings, tuple[ScopeLimits, ...]]
+        ] = {}
         metrics.limits_queue_length.set_function(lambda: len(self._queue))
 
     @classmethod
@@ -96,15 +105,15 @@ class TenantLimiter:
         if policy is None or principal is None or route is None:
             raise LocalgateError("The limits stage needs an authenticated request.")
         tenant_limits = policy.limits
-        key_limits = tenant_limits.keys.get(principal.key_id)
+        key_limits = tenant_limits.keys.get(principal.key_id) if tenant_limits.keys else None
         effective: LimitSettings = key_limits or tenant_limits
-        scopes = _scopes(principal.tenant, tenant_limits, principal.key_id, key_limits)
+        scopes = self._scopes_of(principal.tenant, tenant_limits, principal.key_id, key_limits)
         if not scopes:
             return _UNLIMITED
         tokens = 0
         if any(scope.counts_tokens for scope in scopes):
             tokens = estimate_tokens(route.method, ctx.body, effective.default_output_tokens or 0)
-        reservation = uuid.uuid4().hex
+        reservation = f"{self._id_prefix}{next(self._ids)}"
         admission, backend = await self._try(scopes, tokens, reservation)
         if admission.refused is Limit.CONCURRENT_REQUESTS and effective.queue_timeout_s:
             admission, backend = await self._queue_for_slot(
@@ -116,6 +125,24 @@ class TenantLimiter:
             self._metrics.limits_refusals.labels(admission.refused.value).inc()
             raise _refusal(admission, headers)
         return _LimitPermit(self, backend, principal.tenant, scopes, reservation)
+
+    def _scopes_of(
+        self,
+        tenant: str,
+        tenant_limits: TenantLimitSettings,
+        key_id: str,
+        key_limits: LimitSettings | None,
+    ) -> tuple[ScopeLimits, ...]:
+        cache_key = (id(tenant_limits), tenant, key_id)
+        cached = self._scope_cache.get(cache_key)
+        if cached is not None and cached[0] is tenant_limits:
+            return cached[1]
+        if len(self._scope_cache) > _SCOPE_CACHE_SIZE:
+            self._scope_cache.clear()
+        scopes = _scopes(tenant, tenant_limits, key_id, key_limits)
+        # The policy is kept with its scopes, so its id cannot be reused while cached.
+        self._scope_cache[cache_key] = (tenant_limits, scopes)
+        return scopes
 
     async def _try(
         self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
@@ -213,10 +240,14 @@ class TenantLimiter:
         finally:
             self._queue.slot_freed(tenant)
 
-    async def close(self) -> None:
-        """Wait for settlements in flight, then close the backend."""
+    async def close_settlements(self) -> None:
+        """Wait for the settlements in flight (written in the background)."""
         if self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Wait for settlements in flight, then close the backend."""
+        await self.close_settlements()
         await self._backend.close()
 
 
