@@ -213,3 +213,26 @@ def test_a_tenant_without_limits_is_not_counted() -> None:
     asyncio.run(limiter().admit(ctx))
 
     assert ctx.limit_headers is None
+
+
+def test_an_unreachable_redis_refuses_with_503_and_is_not_asked_again_at_once() -> None:
+    from localgate.limits.redis_backend import RedisBackend
+    from tests.gateway_process import free_port
+
+    metrics = GatewayMetrics()
+    clock = Clock()
+    backend = RedisBackend(f"redis://127.0.0.1:{free_port()}/0", timeout_s=2)
+    limits = TenantLimiter(backend, metrics, clock=clock)
+
+    async def scenario() -> None:
+        for _ in range(3):
+            with pytest.raises(ServiceUnavailable):
+                await limits.admit(request({"requests_per_minute": 5}))
+        clock.advance(1)
+        with pytest.raises(ServiceUnavailable):
+            await limits.admit(request({"requests_per_minute": 5}))
+        await limits.close()
+
+    asyncio.run(scenario())
+
+    assert metrics.registry.get_sample_value("localgate_limits_backend_errors_total") == 2

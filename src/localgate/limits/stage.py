@@ -41,6 +41,8 @@ logger = logging.getLogger("localgate")
 
 PRIORITY_HEADER = "x-localgate-priority"
 _SCOPE_CACHE_SIZE = 10_000
+# How long an unreachable backend is not asked again.
+_BACKEND_RETRY_S = 1.0
 
 
 class TenantLimiter:
@@ -66,6 +68,7 @@ class TenantLimiter:
         self._metrics = metrics
         self._fail_open = fail_open
         self._fallback = MemoryBackend(clock)
+        self._backend_down_until = -math.inf
         self._clock = clock
         self._queue = AdmissionQueue(max_queue, poll_s)
         self._settling: set[asyncio.Task[None]] = set()
@@ -147,19 +150,27 @@ class TenantLimiter:
     async def _try(
         self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
     ) -> tuple[Admission, LimitBackend]:
-        try:
-            return await self._backend.admit(scopes, tokens, reservation), self._backend
-        except LimitsUnavailable as exc:
-            self._metrics.limits_backend_errors.inc()
-            if not self._fail_open:
-                logger.error("limits backend unreachable, refusing requests: %s", exc)
-                raise ServiceUnavailable(
-                    "The gateway cannot check this tenant's limits right now "
-                    "(the limits store is unreachable); retry shortly."
-                ) from exc
-            logger.warning("limits backend unreachable, admitting on local counts: %s", exc)
-            self._metrics.limits_degraded.inc()
-            return self._fallback.admit_now(scopes, tokens, reservation), self._fallback
+        # After a failure the backend is left alone for a moment, so that an unreachable
+        # store costs each request nothing rather than a connection timeout.
+        if self._clock() >= self._backend_down_until:
+            try:
+                return await self._backend.admit(scopes, tokens, reservation), self._backend
+            except LimitsUnavailable as exc:
+                self._metrics.limits_backend_errors.inc()
+                self._backend_down_until = self._clock() + _BACKEND_RETRY_S
+                logger.warning(
+                    "limits backend unreachable (%s); %s for %.0f s",
+                    exc,
+                    "admitting on local counts" if self._fail_open else "refusing requests",
+                    _BACKEND_RETRY_S,
+                )
+        if not self._fail_open:
+            raise ServiceUnavailable(
+                "The gateway cannot check this tenant's limits right now "
+                "(the limits store is unreachable); retry shortly."
+            )
+        self._metrics.limits_degraded.inc()
+        return self._fallback.admit_now(scopes, tokens, reservation), self._fallback
 
     async def _queue_for_slot(
         self,
