@@ -70,7 +70,6 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rid, tokens, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local lengths = {60000, 60000, 86400000}
-local fields = {{'rs', 'rn'}, {'ms', 'mu'}, {'ds', 'du'}}
 local asks = {1, tokens, tokens}
 local n = #KEYS / 3
 local windows = {}
@@ -79,9 +78,9 @@ for i = 1, n do
   local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
   purge(state, leases, held, now)
   windows[i] = {}
+  local v = redis.call('HMGET', state, 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
   for w = 1, 3 do
-    local v = redis.call('HMGET', state, fields[w][1], fields[w][2])
-    local s, u = tonumber(v[1]), tonumber(v[2]) or 0
+    local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
     if s == nil or now >= s + lengths[w] then s, u = now, 0 end
     windows[i][w] = {s, u}
     local limit = tonumber(ARGV[3 + 4*(i-1) + w])
@@ -106,9 +105,8 @@ end
 for i = 1, n do
   local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
   local ws = windows[i]
-  for w = 1, 3 do
-    redis.call('HSET', state, fields[w][1], ws[w][1], fields[w][2], ws[w][2] + asks[w])
-  end
+  redis.call('HSET', state, 'rs', ws[1][1], 'rn', ws[1][2] + 1, 'ms', ws[2][1],
+    'mu', ws[2][2] + tokens, 'ds', ws[3][1], 'du', ws[3][2] + tokens)
   redis.call('PEXPIRE', state, 86400000 + 60000)
   redis.call('ZADD', leases, now + lease, rid)
   redis.call('HSET', held, rid,
