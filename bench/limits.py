@@ -2,8 +2,9 @@
 
 ``python -m bench.limits [--redis redis://127.0.0.1:6379/13] [--requests 20000]`` prints the
 CPU time per request of the pass-through stage (no limits), of the memory backend with
-every limit set, and, with ``--redis``, the Redis backend's admission + settlement latency
-(p50, p99) one request at a time (c=1). In process, so the HTTP server's cost is not in it.
+every limit set, and, with ``--redis``, the Redis backend's admission and settlement
+latency (p50, p99) one request at a time (c=1). In process, so the HTTP server's cost is
+not in it; an end-to-end comparison at c=64 belongs in ``make bench``.
 """
 
 from __future__ import annotations
@@ -57,23 +58,29 @@ async def _cpu_per_request(stage: LimitsStage, policy: TenantPolicy, count: int)
     return (time.process_time() - started) / count
 
 
-async def _redis_latency(url: str, policy: TenantPolicy, count: int) -> list[float]:
+async def _redis_latency(
+    url: str, policy: TenantPolicy, count: int
+) -> tuple[list[float], list[float]]:
+    """Admission latency (what a request waits before it leaves) and settlement latency
+    (after its answer, off the request's path), one request at a time."""
     from localgate.limits.redis_backend import RedisBackend
 
     backend = RedisBackend(url, prefix=f"bench:{uuid.uuid4().hex}:")
     limiter = TenantLimiter(backend, GatewayMetrics())
-    latencies = []
+    admissions, settlements = [], []
     try:
         for _ in range(count):
             ctx = _request(policy)
             started = time.perf_counter()
             permit = await limiter.admit(ctx)
+            admitted = time.perf_counter()
             permit.release(_DONE)
             await limiter.close_settlements()
-            latencies.append(time.perf_counter() - started)
+            admissions.append(admitted - started)
+            settlements.append(time.perf_counter() - admitted)
     finally:
         await limiter.close()
-    return latencies
+    return admissions, settlements
 
 
 def main() -> None:
@@ -92,12 +99,15 @@ def main() -> None:
     print(f"memory backend: {limited * 1e6:7.2f} µs CPU per request")
     print(f"overhead:       {(limited - bare) * 1e6:7.2f} µs CPU per request")
     if options.redis:
-        latencies = asyncio.run(_redis_latency(options.redis, policy, options.requests // 10))
-        quantiles = statistics.quantiles(latencies, n=100)
-        print(
-            f"redis backend (c=1, admission + settlement): p50 {quantiles[49] * 1e3:.3f} ms, "
-            f"p99 {quantiles[98] * 1e3:.3f} ms"
+        admissions, settlements = asyncio.run(
+            _redis_latency(options.redis, policy, options.requests // 10)
         )
+        for name, latencies in (("admission", admissions), ("settlement", settlements)):
+            quantiles = statistics.quantiles(latencies, n=100)
+            print(
+                f"redis {name:<10} (c=1): p50 {quantiles[49] * 1e3:.3f} ms, "
+                f"p99 {quantiles[98] * 1e3:.3f} ms"
+            )
 
 
 if __name__ == "__main__":
