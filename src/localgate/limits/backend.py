@@ -76,7 +76,9 @@ class ScopeLimits:
         return self.tokens_per_minute is not None or self.tokens_per_day is not None
 
 
-@dataclass(frozen=True, slots=True)
+# Quota and Admission are built for every request: plain slotted classes, since a frozen
+# dataclass's __init__ costs several times more.
+@dataclass(slots=True)
 class Quota:
     """What the headers say of one kind (requests, tokens): the tightest scope's limit,
     what is left of it after this request, and the seconds until its window resets."""
@@ -86,7 +88,7 @@ class Quota:
     reset_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admission:
     """A backend's answer: admitted (``refused`` None) or the limit that refused, and the
     scope it belongs to, with the seconds until it could fit."""

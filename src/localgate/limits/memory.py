@@ -32,12 +32,6 @@ class _Window:
     start: float = -math.inf
     used: int = 0
 
-    def current(self, now: float, length: float) -> tuple[float, int]:
-        """(start, used) of the window ``now`` falls in; a new one opens at ``now``."""
-        if now >= self.start + length:
-            return now, 0
-        return self.start, self.used
-
 
 @dataclass(slots=True)
 class _Reservation:
@@ -92,7 +86,11 @@ class MemoryBackend:
                     break
                 length = _LENGTHS[index]
                 window = state.windows[index]
-                start, used = window.current(now, length)
+                start = window.start
+                if now >= start + length:
+                    start, used = now, 0  # that window has passed: a new one opens now
+                else:
+                    used = window.used
                 current.append((start, used))
                 if limit is None:
                     continue
