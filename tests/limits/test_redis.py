@@ -87,7 +87,7 @@ def test_a_lapsed_lease_frees_the_slot_and_refunds_the_tokens(redis_prefix: str)
     refused, waited = run(redis_prefix, scenario, lease_s=1)
 
     assert refused is Limit.TOKENS_PER_MINUTE  # tokens are checked before slots
-    assert waited < 1.5
+    assert waited < 2.0  # the lease is 1 s; the rest is slack for a loaded machine
 
 
 def test_a_lease_is_renewed_while_its_request_runs(redis_prefix: str) -> None:

@@ -133,9 +133,10 @@ def test_two_replicas_admit_exactly_the_requests_per_minute_between_them(
 def test_concurrent_token_heavy_requests_never_overrun_the_tokens_per_minute(
     tmp_path: Path, upstream: FakeGemini
 ) -> None:
-    # Each request reserves 1 + 2000 tokens; answers are held so that all reservations
-    # are outstanding together: 4 fit in 10000, the fifth would not.
-    upstream.delay(1.0)
+    # Each request reserves 1 + 2000 tokens; answers are held (long enough for all 40 to
+    # arrive, even on a loaded machine) so that all reservations are outstanding together:
+    # 4 fit in 10000, the fifth would not.
+    upstream.delay(5.0)
     limits = "      tokens_per_minute: 10000\n      default_output_tokens: 2000"
     with replicas(tmp_path, upstream, limits) as gateways:
         answers = asyncio.run(_post_all(gateways.urls, gateways.key, 40))
@@ -193,6 +194,7 @@ def test_a_killed_replicas_reservations_lapse_within_the_lease(
         for thread in holders:
             thread.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
-    # Lease 1 s; renewed every third of it, so at most 1 s after the last renewal.
-    assert freed_after < 2.5
+    # Lease 1 s, renewed every third of it: the slots are free at most 1 s after the kill;
+    # the rest is slack for a loaded machine.
+    assert freed_after < 3.0
     assert set(statuses[:-1]) <= {429}
