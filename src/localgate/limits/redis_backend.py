@@ -163,18 +163,20 @@ class RedisBackend:
         url: str,
         *,
         lease_s: float = 30.0,
-        timeout_s: float = 0.5,
-        max_connections: int = 32,
+        connect_timeout_s: float = 0.5,
+        timeout_s: float = 2.0,
+        max_connections: int = 64,
         prefix: str = "localgate:limits:",
     ) -> None:
-        # A bounded pool that makes a burst wait for a connection (at most ``timeout_s``)
-        # rather than open one per request in flight.
+        # A bounded pool: a burst waits for a free connection (up to ``timeout_s``, like a
+        # command on a busy Redis) rather than opening one per request in flight; a Redis
+        # that cannot be reached at all is noticed within ``connect_timeout_s``.
         self._pool: Any = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
             timeout=timeout_s,
             socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
         )
         self._client: Any = aioredis.Redis(connection_pool=self._pool)
         self._lease_ms = max(1, round(lease_s * 1000))
