@@ -163,14 +163,16 @@ class RedisBackend:
         url: str,
         *,
         lease_s: float = 30.0,
-        connect_timeout_s: float = 0.5,
+        connect_timeout_s: float = 2.0,
         timeout_s: float = 2.0,
         max_connections: int = 64,
         prefix: str = "localgate:limits:",
     ) -> None:
         # A bounded pool: a burst waits for a free connection (up to ``timeout_s``, like a
-        # command on a busy Redis) rather than opening one per request in flight; a Redis
-        # that cannot be reached at all is noticed within ``connect_timeout_s``.
+        # command on a busy Redis) rather than opening one per request in flight. Connecting
+        # gets as long: a burst opening many connections at once on a busy machine takes
+        # more than a fraction of a second, and an unreachable Redis is then skipped for a
+        # second by the limiter anyway.
         self._pool: Any = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
