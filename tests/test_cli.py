@@ -319,6 +319,7 @@ def test_tenants_list(runner: CliRunner, tmp_path: Path) -> None:
     config.write_text(
         "tenants:\n  acme:\n    redaction: {actions: {PERSON: block}}\n"
         "    rag: {enabled: true, collection: handbook}\n"
+        "    limits: {requests_per_minute: 600, concurrent_requests: 8}\n"
     )
     runner.invoke(main, ["keys", "create", "--tenant", "zeta"])
 
@@ -331,10 +332,14 @@ def test_tenants_list(runner: CliRunner, tmp_path: Path) -> None:
     assert rows[0].split() == ["TENANT", "KEYS", "REVOKED", "CONFIGURED", "POLICY"]
     assert rows[1].startswith("acme")
     assert "redaction pseudonymize (PERSON block); cache off; rag handbook" in rows[1]
+    assert rows[1].endswith("; limits 600 rpm, 8 concurrent")
+    assert "limits" not in rows[2]
     assert rows[2].split()[:4] == ["zeta", "1", "0", "no"]
     found = [json.loads(line) for line in lines.output.splitlines()]
     assert [(t["name"], t["configured"]) for t in found] == [("acme", True), ("zeta", False)]
     assert found[0]["policy"]["redaction"]["actions"] == {"PERSON": "block"}
+    assert found[0]["policy"]["limits"]["requests_per_minute"] == 600
+    assert found[1]["policy"]["limits"]["concurrent_requests"] is None
     assert empty.exit_code == 1  # the file does not exist: refused like any bad configuration
 
 

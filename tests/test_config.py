@@ -174,3 +174,47 @@ def test_protocol_limits_must_be_sane(tmp_path: Path) -> None:
         "server.max_header_bytes: must be >= 1024",
         "server.max_pending_connections_per_ip: must be >= 0",
     ]
+
+
+def test_limits_are_resolved_per_tenant_and_key_from_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "limits:\n  default:\n    requests_per_minute: 60\n    tokens_per_minute: 1000\n"
+        "tenants:\n  acme:\n    limits:\n      requests_per_minute: 600\n      priority: high\n"
+        "      keys:\n        k_1:\n          requests_per_minute: 5\n"
+    )
+    settings, _ = load_settings(path, {})
+
+    acme = settings.limits_for("acme")
+    assert (acme.requests_per_minute, acme.tokens_per_minute, acme.priority) == (600, 1000, "high")
+    key = acme.keys["k_1"]
+    # A key's counters are its own; its class and queue settings come from its tenant.
+    assert (key.requests_per_minute, key.tokens_per_minute, key.priority) == (5, None, "high")
+    other = settings.limits_for("other")
+    assert (other.requests_per_minute, other.priority) == (60, "normal")
+
+
+def test_bad_limits_are_refused_with_their_field_paths(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "limits:\n  backend: redis\n"
+        "tenants:\n  acme:\n    limits:\n      requests_per_minute: 0\n"
+        "      keys:\n        k_1:\n          priority: urgent\n"
+    )
+
+    with pytest.raises(ConfigError) as error:
+        load_settings(path, {})
+
+    problems = "\n".join(error.value.problems)
+    assert "tenants.acme.limits.requests_per_minute: must be >= 1" in problems
+    assert "tenants.acme.limits.keys.k_1.priority:" in problems
+    assert "limits.redis_url: required when limits.backend is redis" in problems
+
+
+def test_the_redis_url_comes_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("limits:\n  backend: redis\n")
+
+    settings, _ = load_settings(path, {"LOCALGATE_REDIS_URL": "redis://redis:6379/2"})
+
+    assert settings.limits.redis_url == "redis://redis:6379/2"

@@ -10,6 +10,7 @@ nothing is half-applied. Environment variables override the file:
 - ``LOCALGATE_CHROMA_TOKEN``  the Chroma server's token (with ``cache.chroma_url``)
 - ``LOCALGATE_SIGNATURE_KEY`` the key that seals thought signatures (wins over
   ``proxy.signature_key_file``)
+- ``LOCALGATE_REDIS_URL``     ``limits.redis_url``
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ __all__ = [
     "CacheSettings",
     "CircuitBreakerSettings",
     "EmbeddingSettings",
+    "LimitSettings",
+    "LimitsSettings",
     "LoggingSettings",
     "MaskSettings",
     "NamedUpstreamSettings",
@@ -58,6 +61,7 @@ __all__ = [
     "Settings",
     "SplitSettings",
     "TenantCacheSettings",
+    "TenantLimitSettings",
     "TenantRagSettings",
     "TenantRedactionSettings",
     "TenantSettings",
@@ -73,6 +77,7 @@ ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
 ENV_SIGNATURE_KEY = "LOCALGATE_SIGNATURE_KEY"
 ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
 ENV_CHROMA_TOKEN = "LOCALGATE_CHROMA_TOKEN"  # noqa: S105 - a variable's name, not a secret
+ENV_REDIS_URL = "LOCALGATE_REDIS_URL"
 
 
 class _Section(BaseModel):
@@ -353,6 +358,77 @@ class TenantRagSettings(_Section):
     min_similarity: float | None = Field(None, ge=0, le=1)
 
 
+# -- traffic limits (docs/traffic.md) --------------------------------------------------
+
+Priority = Literal["low", "normal", "high"]
+
+
+class LimitSettings(_Section):
+    """Limits of one tenant or key; an unset field inherits (a key's from its tenant's
+    own limits only for the class and queue fields: a key's counters are its own)."""
+
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)
+    tokens_per_day: int | None = Field(None, ge=1)
+    concurrent_requests: int | None = Field(None, ge=1)
+    # The class of the request in the admission queue, and whether the client may pick
+    # one with the x-localgate-priority header.
+    priority: Priority | None = None
+    allow_priority_header: bool | None = None
+    # How long a request waits for a concurrency slot before 429 (0: refused at once).
+    queue_timeout_s: float | None = Field(None, ge=0, le=600)
+    # The output tokens reserved for a request that sets no generationConfig.maxOutputTokens.
+    default_output_tokens: int | None = Field(None, ge=0)
+
+
+class TenantLimitSettings(LimitSettings):
+    """A tenant's limits, and those of some of its keys (by key id) on top of them."""
+
+    keys: dict[str, LimitSettings] = Field(default_factory=dict)
+
+
+# What a tenant gets for the class and queue fields that neither it nor limits.default set.
+_LIMIT_FALLBACKS = LimitSettings(
+    priority="normal", allow_priority_header=False, queue_timeout_s=0, default_output_tokens=2048
+)
+
+
+class LimitsSettings(_Section):
+    """Per-tenant request, token and concurrency limits, and where they are counted."""
+
+    # memory: counted in this process; redis: shared by every replica on one Redis.
+    backend: Literal["memory", "redis"] = "memory"
+    redis_url: str | None = None
+    # Redis unreachable: closed refuses with 503; open admits, counting in this process.
+    on_backend_error: Literal["closed", "open"] = "closed"
+    # How long a replica's reservation outlives it if it dies (renewed while in flight).
+    lease_s: float = Field(30.0, ge=1, le=3600)
+    # Requests waiting for a concurrency slot, per tenant; beyond it, 429 at once.
+    max_queue: int = Field(100, ge=0)
+    default: LimitSettings = _LIMIT_FALLBACKS
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss", "unix") or not (parts.hostname or parts.path):
+            raise ValueError(
+                "must be a redis://, rediss:// or unix:// URL, e.g. redis://redis:6379/0"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _redis_needs_a_url(self) -> LimitsSettings:
+        if self.backend == "redis" and not self.redis_url:
+            raise ValueError(
+                "limits.redis_url: required when limits.backend is redis "
+                "(or set LOCALGATE_REDIS_URL)"
+            )
+        return self
+
+
 class TenantSettings(_Section):
     """Per-tenant policy."""
 
@@ -362,6 +438,7 @@ class TenantSettings(_Section):
     local_embeddings: bool | None = None
     # Data residency: the upstreams this tenant's requests may reach (None: any).
     upstreams: tuple[str, ...] | None = None
+    limits: TenantLimitSettings = TenantLimitSettings()
 
 
 # -- upstreams and routing ---------------------------------------------------------------
@@ -557,6 +634,7 @@ class Settings(_Section):
     routes: tuple[RouteSettings, ...] = ()
     retries: RetrySettings = RetrySettings()
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
+    limits: LimitsSettings = LimitsSettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
     # From LOCALGATE_CHROMA_TOKEN: the Chroma server's token, sent as a bearer token.
@@ -680,6 +758,30 @@ class Settings(_Section):
         longest = max(len(chain) for chain in chains)
         return min(retries.max_attempts, longest * retries.attempts_per_upstream)
 
+    def limits_for(self, tenant: str) -> TenantLimitSettings:
+        """``tenant``'s limits: its own fields, unset ones from ``limits.default``; each
+        configured key's limits with the class and queue fields inherited from those."""
+        own = self._tenant(tenant).limits
+        resolved = {
+            **_LIMIT_FALLBACKS.model_dump(),
+            **self.limits.default.model_dump(exclude_none=True),
+            **own.model_dump(exclude_none=True, exclude={"keys"}),
+        }
+        inherited = {
+            name: resolved[name]
+            for name in (
+                "priority",
+                "allow_priority_header",
+                "queue_timeout_s",
+                "default_output_tokens",
+            )
+        }
+        keys = {
+            key_id: LimitSettings(**{**inherited, **key.model_dump(exclude_none=True)})
+            for key_id, key in own.keys.items()
+        }
+        return TenantLimitSettings(**resolved, keys=keys)
+
     def _tenant(self, tenant: str) -> TenantSettings:
         return self.tenants.get(tenant) or _NO_TENANT_CHANGES
 
@@ -785,6 +887,12 @@ def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
             audit = raw["audit"] = {}
         if isinstance(audit, dict):
             audit["postgres_dsn"] = env[ENV_AUDIT_DSN]
+    if env.get(ENV_REDIS_URL):
+        limits = raw.get("limits")
+        if limits is None:
+            limits = raw["limits"] = {}
+        if isinstance(limits, dict):
+            limits["redis_url"] = env[ENV_REDIS_URL]
     if env.get(ENV_UPSTREAM_URL):
         upstream = raw.get("upstream")
         if upstream is None:

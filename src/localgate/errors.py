@@ -17,6 +17,7 @@ error envelope ``{"error": {"code", "message", "status"}}`` without guessing::
     ├── FailedPrecondition               400 FAILED_PRECONDITION
     ├── MethodNotAllowed                 405 INVALID_ARGUMENT
     ├── Unimplemented                    501 UNIMPLEMENTED
+    ├── ResourceExhausted                429 RESOURCE_EXHAUSTED (names the limit; Retry-After)
     ├── ServiceUnavailable               503 UNAVAILABLE
     ├── UpstreamError                    (the upstream's own status, passed through)
     ├── UpstreamUnreachable              502 UNAVAILABLE
@@ -44,6 +45,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermissionDenied",
     "RequestTimeout",
+    "ResourceExhausted",
     "ServiceUnavailable",
     "Unauthenticated",
     "Unimplemented",
@@ -161,6 +163,21 @@ class Unimplemented(LocalgateError):
 
     http_status = 501
     status = "UNIMPLEMENTED"
+
+
+class ResourceExhausted(LocalgateError):
+    """A limit of the tenant or key is reached (requests per minute, tokens per day, ...).
+
+    ``headers`` go out with the refusal: ``Retry-After`` (whole seconds) and the
+    ``x-ratelimit-*`` headers every answer carries.
+    """
+
+    http_status = 429
+    status = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.headers = headers or {}
 
 
 class ServiceUnavailable(LocalgateError):

@@ -9,6 +9,7 @@ import pytest
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.tenants import (
     CachePolicy,
+    LimitsPolicy,
     PolicySummary,
     RagPolicy,
     RedactionPolicy,
@@ -94,6 +95,15 @@ def test_the_policy_is_the_global_one_with_the_tenants_changes(settings: Setting
             enabled=False, collection=None, top_k=3, min_similarity=RagSettings().min_similarity
         ),
         local_embeddings=False,
+        limits=LimitsPolicy(
+            requests_per_minute=None,
+            tokens_per_minute=None,
+            tokens_per_day=None,
+            concurrent_requests=None,
+            priority="normal",
+            queue_timeout_s=0.0,
+            keys=(),
+        ),
     )
 
 

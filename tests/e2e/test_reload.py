@@ -265,3 +265,27 @@ def test_a_stale_pid_file_naming_another_program_is_not_signalled(
     finally:
         other.kill()
         other.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
+
+
+def test_limits_changed_by_a_reload_apply_to_the_next_request(
+    gateway: Gateway, upstream: FakeGemini
+) -> None:
+    limited = "tenants:\n  acme:\n    limits:\n      requests_per_minute: {}\n"
+    with gateway.client() as client:
+        gateway.write(limited.format(1))
+        assert gateway.reload().exit_code == 0
+        assert ask(client, "one").headers["x-ratelimit-remaining-requests"] == "0"
+        assert (
+            client.post(GENERATE, json={"contents": [{"parts": [{"text": "two"}]}]}).status_code
+            == 429
+        )
+
+        # Raised: the count of the window already open carries on.
+        gateway.write(limited.format(5))
+        assert gateway.reload().exit_code == 0
+        assert ask(client, "three").headers["x-ratelimit-remaining-requests"] == "3"
+
+        gateway.write("limits:\n  backend: redis\n  redis_url: redis://127.0.0.1:1/0\n")
+        reloaded = gateway.reload()
+        assert "limits.backend: changed; takes effect after a restart" in reloaded.output
+        assert "x-ratelimit-limit-requests" not in ask(client, "four").headers

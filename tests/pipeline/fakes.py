@@ -16,7 +16,7 @@ from localgate.exchange.context import Inbound, RequestContext
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.principal import Principal
 from localgate.exchange.replies import UnaryReply
-from localgate.exchange.stages import Permit, RedactionStage
+from localgate.exchange.stages import Permit, RedactionStage, Settlement
 from localgate.gemini.routes import GeminiRoute, match_route
 from localgate.identity.stage import IdentityStage
 from localgate.observability import AccessLog, GatewayMetrics
@@ -55,7 +55,7 @@ class CountingPermit:
         self.journal = journal
         self.released = 0
 
-    def release(self) -> None:
+    def release(self, settlement: Settlement) -> None:
         self.journal.append("permit released")
         self.released += 1
 

@@ -12,6 +12,7 @@ from localgate.policy.snapshot import PolicySnapshot
 
 __all__ = [
     "CachePolicy",
+    "LimitsPolicy",
     "PolicySummary",
     "RagPolicy",
     "RedactionPolicy",
@@ -59,6 +60,19 @@ class RagPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsPolicy:
+    """A tenant's limits (None: no such limit) and the keys with limits of their own."""
+
+    requests_per_minute: int | None
+    tokens_per_minute: int | None
+    tokens_per_day: int | None
+    concurrent_requests: int | None
+    priority: str
+    queue_timeout_s: float
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PolicySummary:
     """A tenant's effective policy: the global settings with its own changes applied."""
 
@@ -66,6 +80,7 @@ class PolicySummary:
     cache: CachePolicy
     rag: RagPolicy
     local_embeddings: bool
+    limits: LimitsPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +119,7 @@ class TenantAdmin:
     def policy(self, name: str) -> PolicySummary:
         """The policy ``name``'s requests get (the global one for a tenant not configured)."""
         policy = self._snapshot.for_tenant(name)
-        redaction, cache, rag = policy.redaction, policy.cache, policy.rag
+        redaction, cache, rag, limits = policy.redaction, policy.cache, policy.rag, policy.limits
         return PolicySummary(
             redaction=RedactionPolicy(
                 enabled=redaction.enabled,
@@ -131,6 +146,15 @@ class TenantAdmin:
                 min_similarity=rag.min_similarity,
             ),
             local_embeddings=policy.local_embeddings,
+            limits=LimitsPolicy(
+                requests_per_minute=limits.requests_per_minute,
+                tokens_per_minute=limits.tokens_per_minute,
+                tokens_per_day=limits.tokens_per_day,
+                concurrent_requests=limits.concurrent_requests,
+                priority=limits.priority or "normal",
+                queue_timeout_s=limits.queue_timeout_s or 0.0,
+                keys=tuple(sorted(limits.keys)),
+            ),
         )
 
     def _key_counts(self) -> dict[str, tuple[int, int]]:

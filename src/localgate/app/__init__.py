@@ -23,9 +23,10 @@ from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.identity import SqliteKeyStore
 from localgate.identity.stage import IdentityStage
+from localgate.limits import TenantLimiter
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Pipeline
-from localgate.pipeline.stages import NoAudit, NoCache, NoLimits, NoRetrieval
+from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
@@ -94,9 +95,11 @@ def create_app(
         # Built now, and again for each reload before it is swapped in: no request pays
         # for building a detector.
         reloader.prepare_with(redaction.prepare)
+        # Limits: their values come with each request's policy; the backend is opened once.
+        limiter = TenantLimiter.open(settings.limits, metrics)
         pipeline = Pipeline(
             identity=IdentityStage(keys, lambda: reloader.current),
-            limits=NoLimits(),
+            limits=limiter,
             redaction=redaction,
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
@@ -139,6 +142,7 @@ def create_app(
             }
         finally:
             hangup.close()
+            await limiter.close()
             if vector is not None:
                 await vector.close()
             if trail is not None:

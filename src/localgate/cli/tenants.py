@@ -63,4 +63,17 @@ def _policy_line(policy: PolicySummary) -> str:
     parts = [redacts, caches, retrieves]
     if policy.local_embeddings:
         parts.append("local embeddings")
+    limits = policy.limits
+    counted = [
+        f"{value} {unit}"
+        for value, unit in (
+            (limits.requests_per_minute, "rpm"),
+            (limits.tokens_per_minute, "tpm"),
+            (limits.tokens_per_day, "tokens/day"),
+            (limits.concurrent_requests, "concurrent"),
+        )
+        if value is not None
+    ]
+    if counted:
+        parts.append("limits " + ", ".join(counted))
     return "; ".join(parts)

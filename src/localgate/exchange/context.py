@@ -76,6 +76,10 @@ class RequestContext:
     # Held from admission by the limits stage until the request ends. From admission on,
     # the audit trail records how the request ended; the completion gives it back.
     permit: Permit | None = None
+    # The client's x-localgate-priority header, and the x-ratelimit-* headers the limits
+    # stage gives every answer of an admitted request (set at admission).
+    priority: str | None = None
+    limit_headers: dict[str, str] | None = None
     # The attempt record, kept by the upstream dispatcher: the upstream of the latest
     # attempt and how many attempts were made (0: none, e.g. answered from the cache).
     upstream: str | None = None

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
-from localgate.exchange.permit import Permit
+from localgate.exchange.permit import Permit, Settlement
 from localgate.exchange.replies import UnaryReply
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Permit",
     "RedactionStage",
     "RetrievalStage",
+    "Settlement",
 ]
 
 
@@ -30,7 +31,9 @@ class LimitsStage(Protocol):
     """Per-tenant request, token and concurrency limits."""
 
     async def admit(self, ctx: RequestContext) -> Permit:
-        """Admit the request or raise ``RESOURCE_EXHAUSTED``."""
+        """Admit the request (reserving its estimated tokens; it may wait in the admission
+        queue) or raise ``ResourceExhausted``; ``ServiceUnavailable`` if the counters
+        cannot be reached and the limits fail closed."""
         ...
 
 

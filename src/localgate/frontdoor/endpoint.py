@@ -19,7 +19,13 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from localgate.errors import ClientClosedRequest, InvalidArgument, LocalgateError, MethodNotAllowed
+from localgate.errors import (
+    ClientClosedRequest,
+    InvalidArgument,
+    LocalgateError,
+    MethodNotAllowed,
+    ResourceExhausted,
+)
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
 from localgate.gemini.envelope import error_envelope
@@ -89,6 +95,7 @@ class GeminiEndpoint:
             end_user=headers.get("x-localgate-user") or None,
             cache_control=headers.get("x-localgate-cache") or None,
             rag_collection=headers.get("x-localgate-rag-collection") or None,
+            priority=headers.get("x-localgate-priority") or None,
         )
         services.metrics.in_flight += 1
         try:
@@ -120,7 +127,7 @@ class GeminiEndpoint:
             # Refused here, before the pipeline (else the pipeline has ended it already).
             await pipeline.completion.finish(ctx, Outcome.REFUSED, exc)
             await _close_stream(reply)
-            response = error_response(exc, ctx.request_id)
+            response = error_response(exc, ctx.request_id, ctx.limit_headers)
             if ctx.upstream:
                 # An upstream's failure names the (last) upstream tried, like an answer.
                 response.headers.append((_UPSTREAM_HEADER, ctx.upstream.encode("latin-1")))
@@ -130,7 +137,7 @@ class GeminiEndpoint:
             error = internal_error(ctx.request_id)
             await pipeline.completion.finish(ctx, Outcome.INTERNAL_ERROR, error)
             await _close_stream(reply)
-            return error_response(error, ctx.request_id)
+            return error_response(error, ctx.request_id, ctx.limit_headers)
 
     def _inbound(self, request: IncomingRequest, route: GeminiRoute, limit: int) -> Inbound:
         async def read_body() -> tuple[Any, int]:
@@ -203,11 +210,16 @@ class JsonResponse:
         await send({"type": "http.response.body", "body": self.body})
 
 
-def error_response(error: LocalgateError, request_id: str) -> JsonResponse:
-    """The Gemini error envelope for ``error``, with its HTTP status."""
-    headers = {}
+def error_response(
+    error: LocalgateError, request_id: str, limit_headers: dict[str, str] | None = None
+) -> JsonResponse:
+    """The Gemini error envelope for ``error``, with its HTTP status (and the request's
+    ``x-ratelimit-*`` headers, if the limits admitted or refused it)."""
+    headers = dict(limit_headers) if limit_headers else {}
     if isinstance(error, MethodNotAllowed):
         headers["allow"] = ", ".join(error.allowed)
+    elif isinstance(error, ResourceExhausted):
+        headers.update(error.headers)
     return JsonResponse(dump_json(error_envelope(error)), error.code, headers, request_id)
 
 

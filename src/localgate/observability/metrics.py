@@ -73,6 +73,34 @@ class GatewayMetrics:
             "Answers stored in the cache.",
             registry=self.registry,
         )
+        self.limits_refusals = Counter(
+            "localgate_limits_refusals",
+            "Requests refused with 429 by the limits, by the limit that refused them.",
+            ("limit",),
+            registry=self.registry,
+        )
+        self.limits_backend_errors = Counter(
+            "localgate_limits_backend_errors",
+            "Limits store operations that failed (admissions, settlements).",
+            registry=self.registry,
+        )
+        self.limits_degraded = Counter(
+            "localgate_limits_degraded_admissions",
+            "Requests admitted on this process's own counts because the limits store was "
+            "unreachable (limits.on_backend_error: open).",
+            registry=self.registry,
+        )
+        self.limits_queue_length = Gauge(
+            "localgate_limits_queue_length",
+            "Requests waiting in the admission queue for a concurrency slot.",
+            registry=self.registry,
+        )
+        self.limits_queue_wait_seconds = Histogram(
+            "localgate_limits_queue_wait_seconds",
+            "Time requests waited in the admission queue (admitted or not).",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
         self.cache_errors = Counter(
             "localgate_cache_errors",
             "Cache operations that failed, by operation: lookup (the request went on as a "

@@ -16,6 +16,7 @@ from typing import Any
 from localgate.errors import LocalgateError
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
+from localgate.exchange.permit import Settlement
 from localgate.exchange.stages import AuditStage
 from localgate.observability import AccessLog, GatewayMetrics
 
@@ -86,7 +87,8 @@ class Completion:
         finally:
             if permit is not None:
                 ctx.permit = None
-                permit.release()
+                usage = ctx.usage
+                permit.release(Settlement(outcome, ctx.attempt > 0, usage.total if usage else None))
             self._log(ctx, status, error_status)
 
     def _log(self, ctx: RequestContext, status: int, error_status: str | None) -> None:

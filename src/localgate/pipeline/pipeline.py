@@ -168,6 +168,8 @@ class Pipeline:
         if ctx.cache_status is not None:
             reply.headers[CACHE_HEADER] = ctx.cache_status
         reply.headers.update(ctx.reply_headers)
+        if ctx.limit_headers:
+            reply.headers.update(ctx.limit_headers)
         return reply
 
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
@@ -230,6 +232,8 @@ class _AnswerStream:
         if self._ctx.cache_status is not None:
             headers = {**headers, CACHE_HEADER: self._ctx.cache_status}
         headers = {**headers, **self._ctx.reply_headers}
+        if self._ctx.limit_headers:
+            headers = {**headers, **self._ctx.limit_headers}
         return StreamReply(events=self._events(), close=self._close, headers=headers)
 
     async def _events(self) -> AsyncIterator[Any]:

@@ -1,26 +1,22 @@
-"""The stages that run when a feature is switched off (and limits, still a pass-through).
-
-Limits are a pass-through that the pipeline calls in their final place, for the
-traffic-control work to replace without touching the pipeline.
-"""
+"""The stages that run when a feature is switched off."""
 
 from __future__ import annotations
 
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.replies import UnaryReply
-from localgate.exchange.stages import Permit, RedactionStage
+from localgate.exchange.stages import Permit, RedactionStage, Settlement
 
 __all__ = ["NoAudit", "NoCache", "NoLimits", "NoRetrieval"]
 
 
 class _NoPermit:
-    def release(self) -> None:
+    def release(self, settlement: Settlement) -> None:
         return None
 
 
 class NoLimits:
-    """Admits every request."""
+    """Admits every request (pipelines built without limits, e.g. in tests)."""
 
     async def admit(self, ctx: RequestContext) -> Permit:
         """Always admitted."""

@@ -49,6 +49,11 @@ RESTART_ONLY: tuple[str, ...] = (
     "cache.chroma_url",
     "cache.timeout_s",
     "cache.semantic.max_index_entries",
+    "limits.backend",
+    "limits.redis_url",
+    "limits.on_backend_error",
+    "limits.lease_s",
+    "limits.max_queue",
 )
 
 # Checks of a new configuration against what is running, beyond the settings above:

@@ -21,6 +21,7 @@ from localgate.config import (
     RedactionRule,
     RedactionSettings,
     Settings,
+    TenantLimitSettings,
 )
 from localgate.policy.routing import RoutingPolicy
 
@@ -40,6 +41,9 @@ class TenantPolicy:
     cache: CacheSettings
     rag: RagSettings
     local_embeddings: bool
+    # Requests, tokens and concurrency: the tenant's own (limits.default for what it does
+    # not set) and its keys' (localgate.limits reads them).
+    limits: TenantLimitSettings = field(default_factory=TenantLimitSettings)
     # The configuration it was resolved from: its version in this process (1 at start, one
     # more per reload) and the hash of its effective settings, which the access log and the
     # audit record carry so a request can be tied to the configuration it ran under.
@@ -60,6 +64,7 @@ class TenantPolicy:
             cache=settings.cache_for(name),
             rag=settings.rag_for(name),
             local_embeddings=settings.local_embeddings_for(name),
+            limits=settings.limits_for(name),
             version=version,
             config_hash=config_hash,
             routing=RoutingPolicy.resolve(settings, name),

@@ -1,0 +1,274 @@
+"""The Redis limits backend: counters shared by every replica on one Redis.
+
+The only module importing ``redis``. Each admission is one Lua script (every limit of
+every scope checked, then all counted, or nothing), each settlement another; nothing is
+read, changed and written back from Python. Time is the Redis server's, so replicas
+with skewed clocks share the same windows.
+
+Per scope three keys: ``<prefix><scope>`` a hash of the windows (``rs``/``rn`` requests,
+``ms``/``mu`` tokens per minute, ``ds``/``du`` tokens per day: start in ms, amount),
+``…:leases`` a sorted set of the reservations in flight scored by lease expiry (its size
+is the scope's concurrency), ``…:held`` a hash of each reservation's tokens and windows.
+A replica renews its reservations' leases while their requests run; if it dies, they
+expire and the next admission of the scope refunds their tokens and frees their slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from localgate.limits.backend import (
+    LIMIT_ORDER,
+    Admission,
+    LimitsUnavailable,
+    Quota,
+    ScopeLimits,
+)
+
+__all__ = ["RedisBackend"]
+
+logger = logging.getLogger("localgate")
+
+# Shared by both scripts: expire the scope's lapsed leases, refunding what they held.
+_PURGE = """
+local function adjust(state, sf, uf, start, amount)
+  if amount ~= 0 and tonumber(redis.call('HGET', state, sf)) == start then
+    local left = redis.call('HINCRBY', state, uf, amount)
+    if left < 0 then redis.call('HSET', state, uf, 0) end
+  end
+end
+local function purge(state, leases, held, now)
+  local lapsed = redis.call('ZRANGEBYSCORE', leases, '-inf', now)
+  for _, rid in ipairs(lapsed) do
+    local r = redis.call('HGET', held, rid)
+    if r then
+      local tk, rs, ms, ds = string.match(r, '^(%d+):(%d+):(%d+):(%d+)$')
+      adjust(state, 'ms', 'mu', tonumber(ms), -tonumber(tk))
+      adjust(state, 'ds', 'du', tonumber(ds), -tonumber(tk))
+      redis.call('HDEL', held, rid)
+    end
+    redis.call('ZREM', leases, rid)
+  end
+end
+"""
+
+# KEYS: per scope (state, leases, held). ARGV: reservation, tokens, lease ms, then per
+# scope the four limits in LIMIT_ORDER (0: none). Returns {refused limit (0: admitted),
+# refused scope index, retry ms, never fits, requests limit, remaining, reset ms, tokens
+# limit, remaining, reset ms} (-1: no such limit).
+_ADMIT = (
+    _PURGE
+    + """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rid, tokens, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local lengths = {60000, 60000, 86400000}
+local asks = {1, tokens, tokens}
+local n = #KEYS / 3
+local windows = {}
+local q = {-1, -1, -1, -1, -1, -1}
+for i = 1, n do
+  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  purge(state, leases, held, now)
+  windows[i] = {}
+  local v = redis.call('HMGET', state, 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
+  for w = 1, 3 do
+    local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
+    if s == nil or now >= s + lengths[w] then s, u = now, 0 end
+    windows[i][w] = {s, u}
+    local limit = tonumber(ARGV[3 + 4*(i-1) + w])
+    if limit > 0 then
+      local reset = s + lengths[w] - now
+      if u + asks[w] > limit then
+        local never = 0
+        if asks[w] > limit then never = 1 end
+        return {w, i, reset, never, -1, -1, -1, -1, -1, -1}
+      end
+      local k = 1
+      if w > 1 then k = 4 end
+      local left = limit - u - asks[w]
+      if q[k] < 0 or left < q[k+1] then q[k], q[k+1], q[k+2] = limit, left, reset end
+    end
+  end
+  local slots = tonumber(ARGV[3 + 4*(i-1) + 4])
+  if slots > 0 and redis.call('ZCARD', leases) + 1 > slots then
+    return {4, i, 1000, 0, -1, -1, -1, -1, -1, -1}
+  end
+end
+for i = 1, n do
+  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local ws = windows[i]
+  redis.call('HSET', state, 'rs', ws[1][1], 'rn', ws[1][2] + 1, 'ms', ws[2][1],
+    'mu', ws[2][2] + tokens, 'ds', ws[3][1], 'du', ws[3][2] + tokens)
+  redis.call('PEXPIRE', state, 86400000 + 60000)
+  redis.call('ZADD', leases, now + lease, rid)
+  redis.call('HSET', held, rid,
+    string.format('%d:%d:%d:%d', tokens, ws[1][1], ws[2][1], ws[3][1]))
+  redis.call('PEXPIRE', leases, 2 * lease + 60000)
+  redis.call('PEXPIRE', held, 2 * lease + 60000)
+end
+return {0, 0, 0, 0, q[1], q[2], q[3], q[4], q[5], q[6]}
+"""
+)
+
+# KEYS: per scope (state, leases, held). ARGV: reservation, tokens used (-1: keep the
+# reservation as spent), refund the request (1/0).
+_SETTLE = (
+    _PURGE
+    + """
+local rid, used, refund = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, #KEYS / 3 do
+  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local r = redis.call('HGET', held, rid)
+  if r then
+    local tk, rs, ms, ds = string.match(r, '^(%d+):(%d+):(%d+):(%d+)$')
+    tk = tonumber(tk)
+    if used >= 0 then
+      adjust(state, 'ms', 'mu', tonumber(ms), used - tk)
+      adjust(state, 'ds', 'du', tonumber(ds), used - tk)
+    end
+    if refund == 1 then adjust(state, 'rs', 'rn', tonumber(rs), -1) end
+    redis.call('HDEL', held, rid)
+    redis.call('ZREM', leases, rid)
+  end
+end
+return 1
+"""
+)
+
+# KEYS: leases of every scope of one reservation. ARGV: reservation, lease ms. Only a
+# lease still held is renewed (XX): one that lapsed stays lapsed.
+_RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+end
+return 1
+"""
+
+
+class RedisBackend:
+    """Limits counted in Redis; reservations leased for ``lease_s``, renewed while held."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease_s: float = 30.0,
+        connect_timeout_s: float = 2.0,
+        timeout_s: float = 2.0,
+        max_connections: int = 64,
+        prefix: str = "localgate:limits:",
+    ) -> None:
+        # A bounded pool: a burst waits for a free connection (up to ``timeout_s``, like a
+        # command on a busy Redis) rather than opening one per request in flight. Connecting
+        # gets as long: a burst opening many connections at once on a busy machine takes
+        # more than a fraction of a second, and an unreachable Redis is then skipped for a
+        # second by the limiter anyway.
+        self._pool: Any = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=timeout_s,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+        )
+        self._client: Any = aioredis.Redis(connection_pool=self._pool)
+        self._lease_ms = max(1, round(lease_s * 1000))
+        self._prefix = prefix
+        self._admit = self._client.register_script(_ADMIT)
+        self._settle = self._client.register_script(_SETTLE)
+        self._renew = self._client.register_script(_RENEW)
+        # Reservations held by this process: renewed every third of a lease.
+        self._held: dict[str, tuple[ScopeLimits, ...]] = {}
+        self._renewer: asyncio.Task[None] | None = None
+
+    def _keys(self, scopes: tuple[ScopeLimits, ...]) -> list[str]:
+        keys = []
+        for scope in scopes:
+            base = self._prefix + scope.scope
+            keys += [base, f"{base}:leases", f"{base}:held"]
+        return keys
+
+    async def admit(
+        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+    ) -> Admission:
+        """One script: check every limit of every scope, then count all or nothing."""
+        args: list[int | str] = [reservation, tokens, self._lease_ms]
+        for scope in scopes:
+            args += [value or 0 for value in scope.values()]
+        try:
+            answer = await self._admit(keys=self._keys(scopes), args=args)
+        except (RedisError, OSError) as exc:
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        refused, index, retry_ms, never, *quotas = (int(value) for value in answer)
+        if refused:
+            return Admission(
+                refused=LIMIT_ORDER[refused - 1],
+                refused_scope=scopes[index - 1].scope,
+                retry_after_s=retry_ms / 1000,
+                never_fits=bool(never),
+            )
+        self._held[reservation] = scopes
+        self._start_renewing()
+        return Admission(requests=_quota(quotas[0:3]), tokens=_quota(quotas[3:6]))
+
+    async def settle(
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        reservation: str,
+        tokens: int | None,
+        refund_request: bool,
+    ) -> None:
+        """One script: settle the reservation in every scope and free its slots."""
+        self._held.pop(reservation, None)
+        used = -1 if tokens is None else tokens
+        try:
+            await self._settle(
+                keys=self._keys(scopes), args=[reservation, used, int(refund_request)]
+            )
+        except (RedisError, OSError) as exc:
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    def _start_renewing(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_leases())
+
+    async def _renew_leases(self) -> None:
+        """Every third of a lease, renew the leases of the reservations held here."""
+        while self._held:
+            await asyncio.sleep(self._lease_ms / 3000)
+            held = list(self._held.items())
+            try:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for reservation, scopes in held:
+                        keys = [self._prefix + scope.scope + ":leases" for scope in scopes]
+                        await self._renew(
+                            keys=keys, args=[reservation, self._lease_ms], client=pipe
+                        )
+                    await pipe.execute()
+            except (RedisError, OSError) as exc:
+                logger.warning("limits: renewing %d leases failed: %s", len(held), exc)
+
+    async def close(self) -> None:
+        """Stop renewing and close the connection pool."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        await self._client.aclose()
+        await self._pool.aclose()
+
+
+def _quota(values: list[int]) -> Quota | None:
+    limit, remaining, reset_ms = values
+    if limit < 0:
+        return None
+    return Quota(limit, remaining, math.ceil(reset_ms / 1000))
