@@ -37,6 +37,7 @@ from localgate.pipeline import (
     internal_error,
 )
 from localgate.requestid import new_request_id
+from localgate.telemetry import Tracing
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
 
@@ -67,6 +68,8 @@ class GatewayServices:
     pipeline: Pipeline
     metrics: GatewayMetrics
     max_body_bytes: int
+    # None when tracing is off (the default): then requests carry no trace at all.
+    tracing: Tracing | None = None
 
 
 class GeminiEndpoint:
@@ -89,6 +92,8 @@ class GeminiEndpoint:
             cache_control=headers.get("x-localgate-cache") or None,
             rag_collection=headers.get("x-localgate-rag-collection") or None,
         )
+        if services.tracing is not None:
+            services.tracing.begin(ctx, headers)
         services.metrics.in_flight += 1
         try:
             response = await self._handle(request, ctx, services)

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+from localgate import telemetry
 from localgate.errors import LocalgateError
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
@@ -88,6 +89,7 @@ class Completion:
                 ctx.permit = None
                 permit.release()
             self._log(ctx, status, error_status)
+            telemetry.end_request(ctx, status, error_status)
 
     def _log(self, ctx: RequestContext, status: int, error_status: str | None) -> None:
         """Metrics and the access-log line."""
@@ -113,6 +115,8 @@ class Completion:
         }
         if error_status:
             record["error"] = error_status
+        if ctx.trace_id:
+            record["trace_id"] = ctx.trace_id
         if ctx.policy is not None:
             record["config"] = ctx.policy.config_hash
         if ctx.upstream:

@@ -35,6 +35,7 @@ RESTART_ONLY: tuple[str, ...] = (
     "server",
     "upstream",
     "logging",
+    "telemetry",
     "audit",
     "embeddings",
     "proxy.enable_audit",

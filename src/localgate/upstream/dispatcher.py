@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from localgate import telemetry
 from localgate.errors import (
     LocalgateError,
     ServiceUnavailable,
@@ -85,7 +86,8 @@ class UpstreamDispatcher:
             attempt += 1
             ctx.upstream, ctx.attempt = upstream.name, attempt
             try:
-                return await upstream.unary(call)
+                with telemetry.attempt(ctx, upstream, attempt) as traced:
+                    return await upstream.unary(traced.carry(call))
             except LocalgateError as exc:
                 if not self._try_next(exc, attempt, candidates):
                     raise
@@ -104,7 +106,8 @@ class UpstreamDispatcher:
             attempt += 1
             ctx.upstream, ctx.attempt = upstream.name, attempt
             try:
-                return await upstream.stream(call)
+                with telemetry.attempt(ctx, upstream, attempt) as traced:
+                    return await upstream.stream(traced.carry(call))
             except LocalgateError as exc:
                 if not self._try_next(exc, attempt, candidates):
                     raise
