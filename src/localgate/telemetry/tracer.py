@@ -84,7 +84,9 @@ class OtelTracing:
         self.resource = Resource.create({"service.name": config.service_name})
         self.scope = InstrumentationScope("localgate")
         # BatchSpanProcessor reads OTEL_BSP_* itself.
-        self.processor = BatchSpanProcessor(exporter or _exporter(config))
+        self.processor = BatchSpanProcessor(
+            exporter or _exporter(config, self.resource, self.scope)
+        )
 
     def begin(self, ctx: RequestContext, headers: Mapping[str, str]) -> None:
         """Start ``ctx``'s trace, continuing the client's W3C trace if it sent one."""
@@ -416,16 +418,13 @@ def _sampler(name: str, arg: float) -> samplers.Sampler:
     }[name]
 
 
-def _exporter(config: TraceConfig) -> SpanExporter:
+def _exporter(config: TraceConfig, resource: Resource, scope: InstrumentationScope) -> SpanExporter:
     """The configured exporter; each reads its OTEL_EXPORTER_OTLP_* variables itself."""
     if config.exporter == "console":
         return ConsoleSpanExporter()
+    # Loaded only for OTLP: its exporters pull in protobuf, and gRPC for that protocol.
+    from localgate.telemetry.export import LeanGrpcExporter, LeanHttpExporter
+
     if config.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
-
-        return GrpcExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()
+        return LeanGrpcExporter(resource, scope)
+    return LeanHttpExporter(resource, scope)
