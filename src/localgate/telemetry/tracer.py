@@ -13,6 +13,7 @@ a client chooses could otherwise carry data around the redactor).
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -26,7 +27,7 @@ from opentelemetry import trace as otel
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import sampling as samplers
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -42,6 +43,7 @@ from localgate.errors import LocalgateError
 from localgate.exchange.context import RequestContext
 from localgate.exchange.replies import UpstreamCall
 from localgate.gemini.routes import GeminiMethod
+from localgate.telemetry.batch import SpanBatcher
 from localgate.telemetry.tracing import TraceConfig
 
 __all__ = ["OtelTracing", "RequestTrace"]
@@ -83,9 +85,8 @@ class OtelTracing:
         self.sampler = _sampler(config.sampler, config.sampler_arg)
         self.resource = Resource.create({"service.name": config.service_name})
         self.scope = InstrumentationScope("localgate")
-        # BatchSpanProcessor reads OTEL_BSP_* itself.
-        self.processor = BatchSpanProcessor(
-            exporter or _exporter(config, self.resource, self.scope)
+        self.batcher = SpanBatcher(
+            exporter or _exporter(config, self.resource, self.scope), os.environ
         )
 
     def begin(self, ctx: RequestContext, headers: Mapping[str, str]) -> None:
@@ -100,7 +101,7 @@ class OtelTracing:
 
     def shutdown(self) -> None:
         """Export what is pending and stop."""
-        self.processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it bare
+        self.batcher.shutdown()
 
 
 # A finished child span: name, kind, span id, start and end (ns), attributes, failed.
@@ -225,23 +226,22 @@ class RequestTrace:
         flags = _SAMPLED
         state = self.remote.trace_state if self.remote is not None else _NO_STATE
         server = SpanContext(self.trace_id, self.span_id, False, flags, state)
-        on_end = tracing.processor.on_end
-        for child_name, kind, span_id, start, end, child_attributes, failed in self.children:
-            on_end(
-                ReadableSpan(
-                    child_name,
-                    SpanContext(self.trace_id, span_id, False, flags, state),
-                    server,
-                    tracing.resource,
-                    child_attributes,
-                    kind=kind,
-                    status=_FAILED if failed else _UNSET,
-                    start_time=start,
-                    end_time=end,
-                    instrumentation_scope=tracing.scope,
-                )
+        spans = [
+            ReadableSpan(
+                child_name,
+                SpanContext(self.trace_id, span_id, False, flags, state),
+                server,
+                tracing.resource,
+                child_attributes,
+                kind=kind,
+                status=_FAILED if failed else _UNSET,
+                start_time=start,
+                end_time=end,
+                instrumentation_scope=tracing.scope,
             )
-        on_end(
+            for child_name, kind, span_id, start, end, child_attributes, failed in self.children
+        ]
+        spans.append(
             ReadableSpan(
                 name,
                 server,
@@ -255,6 +255,7 @@ class RequestTrace:
                 instrumentation_scope=tracing.scope,
             )
         )
+        tracing.batcher.add(spans)
 
 
 class _StageSpan:
