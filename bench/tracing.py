@@ -11,9 +11,11 @@ the median req/s of each and their ratio. Everything it starts, it stops.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -41,8 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per measurement")
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
-    import os
-
     layout = CpuLayout.plan(sorted(os.sched_getaffinity(0)))
     python = sys.executable
     localgate = str(Path(python).parent / "localgate")
@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             layout.load,
         )
         gateways: dict[str, tuple[int, str]] = {}
+        processes: dict[str, ServerProcess] = {}
         for name, port, extra in (
             ("off", off_port, {}),
             (
@@ -99,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 **extra,
             }
             key = create_tenant_key(localgate, {**base, **env})
-            server(
+            processes[name] = server(
                 f"localgate-{name}", [localgate, "serve", "--port", str(port)], env, layout.proxy
             )
             gateways[name] = (port, key)
@@ -107,42 +108,58 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: _get(f"http://127.0.0.1:{upstream_port}/v1beta/models"), READY_DEADLINE_S
         )
         sink.wait_ready(lambda: _get(f"http://127.0.0.1:{sink_port}/"), READY_DEADLINE_S)
-        for name, (port, _key) in gateways.items():
+        for port, _key in gateways.values():
             _wait_gateway(port)
 
         scripts = {}
-        for name, (port, key) in gateways.items():
+        for name, (_port, key) in gateways.items():
             script = tmp / f"{name}.lua"
             headers = {"content-type": "application/json", "x-goog-api-key": key}
             script.write_text(lua_script("POST", REQUEST_BODY, headers))
             scripts[name] = script
 
-        def measure(name: str, duration: int) -> float:
+        def measure(name: str, duration: int) -> tuple[float, float]:
+            """req/s, and the gateway's CPU time per request (µs): the latter is far less
+            sensitive to what else the machine is doing."""
             port = gateways[name][0]
             url = f"http://127.0.0.1:{port}{MODEL}:generateContent"
             command = wrk_command(
                 url, scripts[name], connections=CONNECTIONS, duration_s=duration, cpus=layout.load
             )
+            before = processes[name].cpu_seconds()
             result, _ = run_wrk(command, duration + 30)
+            cpu_s = processes[name].cpu_seconds() - before
             if result.socket_errors or result.non_2xx:
                 raise SystemExit(f"{name}: {result.socket_errors + result.non_2xx} errors")
-            return result.rps
+            return result.rps, cpu_s / max(result.requests, 1) * 1e6
 
         for name in gateways:
             measure(name, args.warmup)
         rates: dict[str, list[float]] = {"off": [], "on": []}
+        cpu: dict[str, list[float]] = {"off": [], "on": []}
         for round_ in range(args.rounds):
             order = ("off", "on") if round_ % 2 == 0 else ("on", "off")
             for name in order:
-                rates[name].append(measure(name, args.duration))
+                rps, cpu_us = measure(name, args.duration)
+                rates[name].append(rps)
+                cpu[name].append(cpu_us)
             print(
-                f"round {round_ + 1}: off {rates['off'][-1]:.0f} req/s, on {rates['on'][-1]:.0f} req/s",
+                f"round {round_ + 1}: off {rates['off'][-1]:.0f} req/s "
+                f"({cpu['off'][-1]:.0f} µs CPU/request), on {rates['on'][-1]:.0f} req/s "
+                f"({cpu['on'][-1]:.0f} µs CPU/request)",
                 flush=True,
             )
         off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
+        cpu_off, cpu_on = statistics.median(cpu["off"]), statistics.median(cpu["on"])
+        print(
+            f"median gateway CPU per request: off {cpu_off:.0f} µs, on {cpu_on:.0f} µs "
+            f"(+{100 * (cpu_on / cpu_off - 1):.1f}%)"
+        )
         received = _get_text(f"http://127.0.0.1:{sink_port}/")
         print(
-            f"median at c={CONNECTIONS}: tracing off {off:.0f} req/s, on {on:.0f} req/s; on/off = {on / off:.3f} (cost {100 * (1 - on / off):.1f}%); the receiver got {received} bytes of spans"
+            f"median at c={CONNECTIONS}: tracing off {off:.0f} req/s, on {on:.0f} req/s; "
+            f"on/off = {on / off:.3f} (cost {100 * (1 - on / off):.1f}%); "
+            f"the receiver got {received} bytes of spans"
         )
     return 0
 
@@ -158,8 +175,6 @@ def _get_text(url: str) -> str:
 
 
 def _wait_gateway(port: int) -> None:
-    import time
-
     deadline = time.monotonic() + READY_DEADLINE_S
     while True:
         try:

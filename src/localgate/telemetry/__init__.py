@@ -7,7 +7,9 @@ counts, names and statuses, never prompt or answer text nor a key.
 
 The pipeline, the stages and the upstream dispatcher call the hooks (``hooks``) with the
 request's context; ``setup`` decides from the settings and the ``OTEL_*`` environment
-whether tracing is on; ``tracer`` is the only module importing OpenTelemetry.
+whether tracing is on; ``tracer`` (the spans), ``batch`` (their queue and export thread)
+and ``export`` (OTLP) are the only modules importing OpenTelemetry, loaded by ``setup``
+only when tracing is on.
 """
 
 from localgate.telemetry.hooks import answer, attempt, end_request, stage

@@ -1,6 +1,7 @@
 """The OpenTelemetry side: sampler, batch processor, exporter, and one request's spans.
 
-The only module importing OpenTelemetry, loaded only when tracing is on. Attribute names
+Loaded only when tracing is on (with ``batch`` and ``export``, the only modules
+importing OpenTelemetry). Attribute names
 follow the OpenTelemetry GenAI semantic conventions as shipped in
 opentelemetry-semantic-conventions 0.66b2 (tests/telemetry checks them against it).
 
