@@ -60,6 +60,7 @@ __all__ = [
     "ServerSettings",
     "Settings",
     "SplitSettings",
+    "TelemetrySettings",
     "TenantCacheSettings",
     "TenantLimitSettings",
     "TenantRagSettings",
@@ -159,6 +160,28 @@ class LoggingSettings(_Section):
 
     access_log: Path | None = None
     level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+Sampler = Literal[
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+]
+
+
+class TelemetrySettings(_Section):
+    """OpenTelemetry traces (docs/observability.md); the OTEL_* variables override these."""
+
+    # Also on when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) is set.
+    enabled: bool = False
+    service_name: str = Field("localgate", min_length=1)
+    sampler: Sampler = "parentbased_always_on"
+    sampler_arg: float = Field(1.0, ge=0, le=1)
+    # The request's text after redaction as gen_ai.input.messages; never the original.
+    record_redacted_text: bool = False
 
 
 Action = Literal["pseudonymize", "mask", "block", "allow"]
@@ -622,6 +645,7 @@ class Settings(_Section):
     server: ServerSettings = ServerSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     logging: LoggingSettings = LoggingSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     proxy: ProxySettings = ProxySettings()
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
     audit: AuditSettings = AuditSettings()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,6 +32,7 @@ from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
+from localgate.telemetry import open_tracing, trace_config
 from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
 
@@ -74,6 +77,8 @@ def create_app(
         )
         named, closers = _named_upstreams(settings)
         metrics = GatewayMetrics()
+        trace_settings = trace_config(settings.telemetry, os.environ)
+        tracing = open_tracing(trace_settings) if trace_settings is not None else None
         reloader = ConfigReloader(
             PolicySnapshot.build(settings, source=str(source) if source else None),
             source,
@@ -117,6 +122,7 @@ def create_app(
             pipeline=pipeline,
             metrics=metrics,
             max_body_bytes=settings.server.max_body_bytes,
+            tracing=tracing,
         )
         if trail is not None:
             await trail.start()
@@ -150,6 +156,8 @@ def create_app(
             await session.close()
             for close in closers:
                 await close()
+            if tracing is not None:
+                await asyncio.to_thread(tracing.shutdown)
             await access_log.close()
             keys.close()
 

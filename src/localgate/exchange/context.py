@@ -124,6 +124,10 @@ class RequestContext:
     audited: bool = False
     # The answer as the upstream sent it (placeholders, not values), for the audit record.
     answer_events: list[bytes] = field(default_factory=list)
+    # Owned by telemetry (opaque to every other): the request's spans, when tracing is
+    # on; and its W3C trace id (32 hex digits) for the access log and the audit record.
+    trace: object | None = None
+    trace_id: str | None = None
     # How the request ended; set once, by the pipeline's completion (None while running).
     outcome: Outcome | None = None
 

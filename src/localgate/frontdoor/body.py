@@ -37,6 +37,8 @@ _READ_HEADERS = frozenset(
         b"authorization",
         b"content-length",
         b"content-type",
+        b"traceparent",  # W3C trace context, used only when tracing is on
+        b"tracestate",
         b"x-goog-api-key",
         b"x-localgate-cache",
         b"x-localgate-rag-collection",

@@ -43,6 +43,7 @@ from localgate.pipeline import (
     internal_error,
 )
 from localgate.requestid import new_request_id
+from localgate.telemetry import Tracing
 
 __all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
 
@@ -74,6 +75,8 @@ class GatewayServices:
     pipeline: Pipeline
     metrics: GatewayMetrics
     max_body_bytes: int
+    # None when tracing is off (the default): then requests carry no trace at all.
+    tracing: Tracing | None = None
 
 
 class GeminiEndpoint:
@@ -97,6 +100,8 @@ class GeminiEndpoint:
             rag_collection=headers.get("x-localgate-rag-collection") or None,
             priority=headers.get("x-localgate-priority") or None,
         )
+        if services.tracing is not None:
+            services.tracing.begin(ctx, headers)
         services.metrics.in_flight += 1
         try:
             response = await self._handle(request, ctx, services)

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+from localgate import telemetry
 from localgate.errors import LocalgateError
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
@@ -90,6 +91,7 @@ class Completion:
                 usage = ctx.usage
                 permit.release(Settlement(outcome, ctx.attempt > 0, usage.total if usage else None))
             self._log(ctx, status, error_status)
+            telemetry.end_request(ctx, status, error_status)
 
     def _log(self, ctx: RequestContext, status: int, error_status: str | None) -> None:
         """Metrics and the access-log line."""
@@ -115,6 +117,8 @@ class Completion:
         }
         if error_status:
             record["error"] = error_status
+        if ctx.trace_id:
+            record["trace_id"] = ctx.trace_id
         if ctx.policy is not None:
             record["config"] = ctx.policy.config_hash
         if ctx.upstream:

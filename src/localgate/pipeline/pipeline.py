@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from localgate import telemetry
 from localgate.errors import ClientClosedRequest, LocalgateError
 from localgate.exchange.context import Inbound, RequestContext
 from localgate.exchange.outcome import Outcome
@@ -75,17 +76,20 @@ class Pipeline:
             route = ctx.route
             if route is None:  # the front door only calls with a matched route
                 raise LocalgateError("The request has no route.")
-            self.identity.authenticate(ctx, inbound.credential)
+            with telemetry.stage(ctx, "identity"):
+                self.identity.authenticate(ctx, inbound.credential)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
-            ctx.permit = await self.limits.admit(ctx)
+            with telemetry.stage(ctx, "limits"):
+                ctx.permit = await self.limits.admit(ctx)
             try:
-                if size > _REDACT_IN_THREAD_BYTES:
-                    # Seconds of CPU for a large prompt: off the event loop, so every
-                    # other request (and /healthz) keeps being served meanwhile.
-                    await asyncio.to_thread(self.redaction.redact_request, ctx, inbound.query)
-                else:
-                    self.redaction.redact_request(ctx, inbound.query)
+                with telemetry.stage(ctx, "redaction"):
+                    if size > _REDACT_IN_THREAD_BYTES:
+                        # Seconds of CPU for a large prompt: off the event loop, so every
+                        # other request (and /healthz) keeps being served meanwhile.
+                        await asyncio.to_thread(self.redaction.redact_request, ctx, inbound.query)
+                    else:
+                        self.redaction.redact_request(ctx, inbound.query)
             except LocalgateError as exc:
                 # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
                 blocked = exc.code < 500
@@ -94,7 +98,8 @@ class Pipeline:
                 )
                 raise
             try:
-                await self.retrieval.augment(ctx, self.redaction)
+                with telemetry.stage(ctx, "retrieval"):
+                    await self.retrieval.augment(ctx, self.redaction)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
                 raise
@@ -111,10 +116,12 @@ class Pipeline:
                 )
                 raise
             ctx.route = route = plan.route
-            cached = await self.cache.lookup(ctx)
+            with telemetry.stage(ctx, "cache"):
+                cached = await self.cache.lookup(ctx)
             if cached is not None:
                 # Every request is on record, also those the cache answers.
-                await self.audit.record_request(ctx)
+                with telemetry.stage(ctx, "audit"):
+                    await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
                     return _AnswerStream(self, ctx, stored, Outcome.SERVED_FROM_CACHE).reply()
@@ -122,7 +129,8 @@ class Pipeline:
             candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
-            await self.audit.record_request(ctx)
+            with telemetry.stage(ctx, "audit"):
+                await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
@@ -161,6 +169,7 @@ class Pipeline:
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         _observe(ctx, reply.body)
+        telemetry.answer(ctx, reply.body)
         # Durable before the answer goes out (raises, withholding it, if it cannot be).
         await self.completion.finish(ctx, outcome)
         if outcome is Outcome.FORWARDED:
@@ -177,6 +186,7 @@ class Pipeline:
         self._keep(ctx, event)
         event = self.redaction.restore_event(ctx, event)
         _observe(ctx, event)
+        telemetry.answer(ctx, event)
         return event
 
     def _keep(self, ctx: RequestContext, answer: Any) -> None:

@@ -40,6 +40,7 @@ RESTART_ONLY: tuple[str, ...] = (
     "retries",
     "circuit_breaker",
     "logging",
+    "telemetry",
     "audit",
     "embeddings",
     "proxy.enable_audit",

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from localgate import telemetry
 from localgate.config import CircuitBreakerSettings, RetrySettings
 from localgate.errors import (
     LocalgateError,
@@ -212,7 +213,8 @@ class UpstreamDispatcher:
             on_this += 1
             started = self._clock()
             try:
-                result = await send(upstream, call)
+                with telemetry.attempt(ctx, upstream, ctx.attempt) as traced:
+                    result = await send(upstream, traced.carry(call))
             except LocalgateError as exc:
                 failed = retryable(exc)
                 breaker.record(ok=not failed)
