@@ -113,6 +113,23 @@ def test_a_throttled_answer_is_retried_on_the_same_upstream(
     assert (len(upstream.requests), backup.requests) == (2, [])
 
 
+def test_a_throttled_answer_given_up_on_tells_the_client_when_to_retry(
+    tmp_path: Path, upstream: FakeGemini, backup: FakeGemini
+) -> None:
+    upstream.fail_with(
+        429,
+        {"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}},
+        {"retry-after": "7"},
+    )
+    with gateway_for(tmp_path, upstream, backup, "", "max_attempts: 1") as gateway:
+        response = gateway.generate(PROMPT)
+
+    assert response.status_code == 429
+    assert response.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert response.headers["retry-after"] == "7"
+    assert backup.requests == []
+
+
 def test_residency_keeps_a_tenant_off_upstreams_it_may_not_reach(
     tmp_path: Path, upstream: FakeGemini, backup: FakeGemini
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from localgate.errors import (
     LocalgateError,
     MethodNotAllowed,
     ResourceExhausted,
+    UpstreamError,
 )
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
@@ -225,6 +227,10 @@ def error_response(
         headers["allow"] = ", ".join(error.allowed)
     elif isinstance(error, ResourceExhausted):
         headers.update(error.headers)
+    elif isinstance(error, UpstreamError) and error.code == 429 and error.retry_after:
+        # The gateway gave up on a throttled upstream: the client waits as it was told to
+        # (0 means another key of the gateway's is ready: no wait to pass on).
+        headers["retry-after"] = str(math.ceil(error.retry_after))
     return JsonResponse(dump_json(error_envelope(error)), error.code, headers, request_id)
 
 
