@@ -131,10 +131,19 @@ class RequestContext:
     # How the request ended; set once, by the pipeline's completion (None while running).
     outcome: Outcome | None = None
 
+    # ``usage`` as last read, and the metadata object it was read from: the completion
+    # record, the limits' settlement, the access log and the trace each ask for it, and
+    # it is read once.
+    _usage_read_from: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _usage: TokenUsage | None = field(default=None, init=False, repr=False)
+
     @property
     def usage(self) -> TokenUsage | None:
         """Token counts of the answer, if it gave any."""
-        return TokenUsage.from_metadata(self.usage_metadata)
+        metadata = self.usage_metadata
+        if metadata is not self._usage_read_from:
+            self._usage_read_from, self._usage = metadata, TokenUsage.from_metadata(metadata)
+        return self._usage
 
     def observe_answer(self, answer: Any) -> None:
         """Note usage and model version from a response or stream event (the last one wins)."""
