@@ -1,0 +1,33 @@
+"""The audit trail's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from localgate.config.base import Section
+
+__all__ = ["AuditSettings"]
+
+
+class AuditSettings(Section):
+    """The tamper-evident audit trail (on when proxy.enable_audit is true)."""
+
+    store: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
+    sqlite_path: Path | None = None
+    synchronous: Literal["full", "normal"] = "full"
+    suite: Literal["standard", "sm"] = "standard"
+    master_key_file: Path | None = None
+    signing_key_file: Path | None = None
+    sign_checkpoints: bool = True
+    checkpoint_interval_s: float = Field(60.0, gt=0)
+    checkpoint_export_dir: Path | None = None
+    key_period: Literal["day", "month"] = "day"
+    payload_retention_days: int = Field(90, ge=1)
+    store_original_prompt: bool = False
+    original_prompt_retention_hours: int = Field(72, ge=1)
+    metadata_retention_days: int = Field(1095, ge=183)
+    log_name: str = Field("localgate", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -1,0 +1,85 @@
+"""Where the gateway listens, what it logs, and its traces."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from localgate.config.base import Section
+
+__all__ = ["LoggingSettings", "Sampler", "ServerSettings", "TelemetrySettings"]
+
+
+class ServerSettings(Section):
+    """Where the gateway listens and what it accepts."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    # The request line and headers together; larger gets 431. Google's front end takes
+    # about as much; the SDK sends well under 1 KiB.
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    # From a connection's start (or a request's first byte) to the end of its headers, and
+    # from there to the end of its body: a client that sends slower gets 408 and is
+    # disconnected, so half-sent requests cannot hold connections open (slowloris).
+    header_timeout_s: float = Field(10.0, gt=0)
+    body_timeout_s: float = Field(60.0, gt=0)
+    # Connections from one address that are still sending their request; a new one
+    # beyond it is refused at once (503). 0: no limit. The addresses in trusted_proxies
+    # are exempt: they carry many clients.
+    max_pending_connections_per_ip: int = Field(128, ge=0)
+    # How long an idle keep-alive connection stays open between requests.
+    keep_alive_timeout_s: int = Field(5, ge=1)
+    # On SIGTERM: /readyz answers 503 at once, new connections are still accepted for
+    # drain_delay_s (for load balancers to notice), then requests and streams in flight
+    # have up to drain_timeout_s to finish before the gateway exits.
+    drain_delay_s: float = Field(0.0, ge=0)
+    drain_timeout_s: float = Field(30.0, gt=0)
+    # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
+    # are believed (the client address in access log and audit comes from them).
+    # Empty: no one's; such headers are ignored and the peer address is recorded.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{entry!r} is not an IP address, a network or '*'") from exc
+        return value
+
+
+class LoggingSettings(Section):
+    """Access log and process log."""
+
+    access_log: Path | None = None
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+Sampler = Literal[
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+]
+
+
+class TelemetrySettings(Section):
+    """OpenTelemetry traces (docs/observability.md); the OTEL_* variables override these."""
+
+    # Also on when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) is set.
+    enabled: bool = False
+    service_name: str = Field("localgate", min_length=1)
+    sampler: Sampler = "parentbased_always_on"
+    sampler_arg: float = Field(1.0, ge=0, le=1)
+    # The request's text after redaction as gen_ai.input.messages; never the original.
+    record_redacted_text: bool = False
