@@ -46,6 +46,8 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run --out docs/benchmarks.md
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
+	# The limits' cost: needs a Redis server (LOCALGATE_REDIS_URL, default the local one, db 13).
+	$(BIN)/python -m bench.limits --redis $${LOCALGATE_REDIS_URL:-redis://127.0.0.1:6379/13} --out docs/benchmarks-limits.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).

@@ -1,20 +1,30 @@
-"""The limits stage's own cost per request: admission and settlement, nothing else.
+"""What the limits cost: the stage alone in process, and whole gateways side by side.
 
 ``python -m bench.limits [--redis redis://127.0.0.1:6379/13] [--requests 20000]`` prints the
 CPU time per request of the pass-through stage (no limits), of the memory backend with
 every limit set, and, with ``--redis``, the Redis backend's admission and settlement
 latency (p50, p99) one request at a time (c=1). In process, so the HTTP server's cost is
-not in it; an end-to-end comparison at c=64 belongs in ``make bench``.
+not in it.
+
+With ``--out docs/benchmarks-limits.md`` (``make bench``) it also runs three gateways side by
+side in one run (``bench.variants``): the core configuration without limits, with every
+limit set on the memory backend, and on the Redis backend; wrk at c=1 and c=64; and
+writes the report with the issue's targets next to the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import platform
 import statistics
+import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
+from pathlib import Path
 
+from bench.variants import Load, Summary, Variant, compare
 from localgate.config import Settings
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
@@ -83,12 +93,108 @@ async def _redis_latency(
     return admissions, settlements
 
 
+_CORE = """proxy:
+  enable_audit: false
+  redaction:
+    enabled: false
+"""
+_BENCH_LIMITS = "tenants:\n  bench:\n    limits:\n" + "".join(
+    f"      {name}: {value}\n" for name, value in _LIMITS.items()
+)
+_TARGETS = {
+    "memory_us": 30.0,  # CPU per request the memory backend may add
+    "redis_p50_ms": 0.3,  # the Redis backend's admission latency at p50, c=1
+    "redis_rps_ratio": 0.85,  # req/s kept at c=64 with the Redis backend
+}
+
+
+def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str], Summary]:
+    variants = [
+        Variant("none", _CORE),
+        Variant("memory", _CORE + _BENCH_LIMITS),
+        Variant(
+            "redis",
+            _CORE + _BENCH_LIMITS + f"limits:\n  backend: redis\n  redis_url: '{redis}'\n",
+        ),
+    ]
+    loads = [Load("c1", 1, duration_s), Load("c64", 64, duration_s)]
+    with tempfile.TemporaryDirectory(prefix="localgate-bench-limits-") as raw:
+        return compare(variants, loads, rounds=rounds, warmup_s=2, workdir=Path(raw))
+
+
+def _report(
+    in_process: dict[str, float], results: dict[tuple[str, str], Summary], command: str
+) -> str:
+    none64, mem64, red64 = (results[name, "c64"] for name in ("none", "memory", "redis"))
+    none1, red1 = results["none", "c1"], results["redis", "c1"]
+    rows = [
+        (
+            "memory backend: CPU added per request (in process)",
+            f"{in_process['memory_us']:.1f} µs",
+            f"≤ {_TARGETS['memory_us']:g} µs",
+        ),
+        (
+            "memory backend: CPU added per request (whole gateway, c=64)",
+            f"{mem64.cpu_us - none64.cpu_us:+.0f} µs ({mem64.cpu_us:.0f} vs {none64.cpu_us:.0f})",
+            "",
+        ),
+        (
+            "Redis backend: admission p50, c=1 (in process)",
+            f"{in_process['redis_p50_ms']:.3f} ms (p99 {in_process['redis_p99_ms']:.3f})",
+            f"≤ {_TARGETS['redis_p50_ms']:g} ms",
+        ),
+        (
+            "Redis backend: gateway p50 added at c=1 (wrk)",
+            f"{red1.p50_ms - none1.p50_ms:+.3f} ms ({red1.p50_ms:.3f} vs {none1.p50_ms:.3f})",
+            "",
+        ),
+        (
+            "Redis backend: req/s kept at c=64",
+            f"{red64.rps / none64.rps:.0%} ({red64.rps:.0f} vs {none64.rps:.0f})",
+            f"≥ {_TARGETS['redis_rps_ratio']:.0%}",
+        ),
+        (
+            "memory backend: req/s kept at c=64",
+            f"{mem64.rps / none64.rps:.0%} ({mem64.rps:.0f} vs {none64.rps:.0f})",
+            "",
+        ),
+    ]
+    table = "\n".join(f"| {what} | {seen} | {target} |" for what, seen, target in rows)
+    detail = "\n".join(
+        f"| {name} | {load} | {s.rps:.0f} | {s.cpu_us:.0f} | {s.p50_ms:.3f} | {s.p99_ms:.3f} |"
+        for (name, load), s in sorted(results.items(), key=lambda item: (item[0][1], item[0][0]))
+    )
+    return f"""# Benchmark: what the limits cost
+
+Made by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()},
+{platform.python_implementation()} {platform.python_version()}. Three gateways in the core
+configuration (no redaction, no audit trail, so the limits' share is visible) measured side by
+side in one run: without limits, with every limit set for the tenant (requests, tokens per
+minute and per day, concurrency; never reached) on the memory backend, and on the Redis
+backend (the Redis server of this machine, over loopback). The gateways share one CPU, wrk
+and the fake upstream the other. Figures are medians over the rounds; compare within a run.
+
+| measure | seen | target |
+|---|---|---|
+{table}
+
+| gateway | load | req/s | CPU µs/request | p50 ms | p99 ms |
+|---|---|---:|---:|---:|---:|
+{detail}
+"""
+
+
 def main() -> None:
     """Run and print the measurements."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--redis", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="also run the gateways; report")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
     options = parser.parse_args()
+    if options.out is not None and not options.redis:
+        parser.error("--out needs --redis (the report compares both backends)")
     settings = Settings.model_validate({"tenants": {"acme": {"limits": _LIMITS}}})
     policy = TenantPolicy.resolve(settings, "acme")
     bare = asyncio.run(_cpu_per_request(NoLimits(), policy, options.requests))
@@ -98,6 +204,7 @@ def main() -> None:
     print(f"no limits:      {bare * 1e6:7.2f} µs CPU per request")
     print(f"memory backend: {limited * 1e6:7.2f} µs CPU per request")
     print(f"overhead:       {(limited - bare) * 1e6:7.2f} µs CPU per request")
+    measured = {"memory_us": (limited - bare) * 1e6}
     if options.redis:
         admissions, settlements = asyncio.run(
             _redis_latency(options.redis, policy, options.requests // 10)
@@ -108,6 +215,14 @@ def main() -> None:
                 f"redis {name:<10} (c=1): p50 {quantiles[49] * 1e3:.3f} ms, "
                 f"p99 {quantiles[98] * 1e3:.3f} ms"
             )
+            if name == "admission":
+                measured["redis_p50_ms"] = quantiles[49] * 1e3
+                measured["redis_p99_ms"] = quantiles[98] * 1e3
+    if options.out is not None:
+        results = _end_to_end(options.redis, options.rounds, options.duration)
+        command = "python -m bench.limits --redis URL --out " + str(options.out)
+        options.out.write_text(_report(measured, results, command), encoding="utf-8")
+        print(f"wrote {options.out}")
 
 
 if __name__ == "__main__":
