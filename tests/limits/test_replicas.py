@@ -42,12 +42,14 @@ class Replicas:
 
 @contextmanager
 def replicas(
-    tmp_path: Path, upstream: FakeGemini, limits: str, count: int = 2
+    tmp_path: Path, upstream: FakeGemini, limits: str, count: int = 2, more: str = ""
 ) -> Iterator[Replicas]:
     """``count`` ``localgate serve`` processes whose tenant (a name of this test's own)
-    has ``limits`` (YAML, indented under ``limits:``), counted in the test Redis."""
+    has ``limits`` (YAML, indented under ``limits:``), counted in the test Redis under a
+    key prefix of the test's own; ``more`` is appended to their configuration."""
     redis_available()
     tenant = f"t{secrets.token_hex(6)}"
+    prefix = f"lgtest:{secrets.token_hex(6)}:"
     data = tmp_path / "data"
     data.mkdir()
     config = tmp_path / "config.yaml"
@@ -59,11 +61,12 @@ limits:
   backend: redis
   redis_url: {REDIS_URL}
   lease_s: 1
+  key_prefix: '{prefix}'
 tenants:
   {tenant}:
     limits:
 {limits}
-"""
+{more}"""
     )
     store = SqliteKeyStore(data / "localgate.db")
     key = store.create(tenant, "replicas").key.reveal()
@@ -90,14 +93,14 @@ tenants:
                 process.send_signal(signal.SIGTERM)
         for process in processes:
             process.wait(timeout=INFRASTRUCTURE_TIMEOUT_S)
-        _forget(tenant)
+        _forget(prefix)
 
 
-def _forget(tenant: str) -> None:
+def _forget(prefix: str) -> None:
     import redis
 
     client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(f"localgate:limits:tenant:{tenant}*"))
+    keys = list(client.scan_iter(f"{prefix}*"))
     if keys:
         client.delete(*keys)
     client.close()
@@ -197,3 +200,38 @@ def test_a_killed_replicas_reservations_lapse_within_the_lease(
     # the rest is slack for a loaded machine.
     assert freed_after < 3.0
     assert set(statuses[:-1]) <= {429}
+
+
+def test_a_breaker_opened_by_one_replica_keeps_the_other_from_the_upstream(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    breaker = """circuit_breaker:
+  min_requests: 4
+  failure_ratio: 0.5
+  open_s: 600
+  sync_interval_s: 0.1
+retries:
+  max_attempts: 1
+"""
+    upstream.misbehave("reset")
+    with replicas(tmp_path, upstream, "      {}", more=breaker) as gateways:
+        first, second = gateways.urls
+        with httpx.Client(
+            timeout=INFRASTRUCTURE_TIMEOUT_S, headers={"x-goog-api-key": gateways.key}
+        ) as client:
+            failed = [client.post(first + GENERATE, json=HI).status_code for _ in range(4)]
+
+            def circuit(url: str) -> str:
+                return str(client.get(url + "/readyz").json()["circuits"]["default"])
+
+            assert circuit(first) == "open"
+            # The second replica sent nothing, yet learns it through Redis.
+            wait_until(lambda: circuit(second) == "open")
+            upstream.misbehave(None)  # healthy again: only the breaker can refuse now
+            sent = len(upstream.requests)
+            refused = client.post(second + GENERATE, json=HI)
+
+    assert set(failed) <= {502, 503}
+    assert refused.status_code == 503
+    assert "circuit breaker is open" in refused.json()["error"]["message"]
+    assert len(upstream.requests) == sent

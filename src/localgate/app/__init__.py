@@ -9,7 +9,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
@@ -35,6 +35,10 @@ from localgate.requestid import RequestIdMiddleware
 from localgate.telemetry import open_tracing, trace_config
 from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
+
+if TYPE_CHECKING:
+    # Imported only with limits.backend: redis (it needs the Redis client).
+    from localgate.upstream.shared_breakers import SharedBreakers
 
 __all__ = ["create_app", "server_options"]
 
@@ -102,6 +106,13 @@ def create_app(
         reloader.prepare_with(redaction.prepare)
         # Limits: their values come with each request's policy; the backend is opened once.
         limiter = TenantLimiter.open(settings.limits, metrics)
+        dispatcher = UpstreamDispatcher(
+            router,
+            retries=settings.retries,
+            breaker=settings.circuit_breaker,
+            metrics=metrics,
+        )
+        shared_breakers = _share_breakers(settings, dispatcher)
         pipeline = Pipeline(
             identity=IdentityStage(keys, lambda: reloader.current),
             limits=limiter,
@@ -109,12 +120,7 @@ def create_app(
             retrieval=vector.retrieval if vector else NoRetrieval(),
             cache=vector.cache if vector else NoCache(),
             audit=trail.stage if trail is not None else NoAudit(),
-            dispatcher=UpstreamDispatcher(
-                router,
-                retries=settings.retries,
-                breaker=settings.circuit_breaker,
-                metrics=metrics,
-            ),
+            dispatcher=dispatcher,
             access_log=access_log,
             metrics=metrics,
         )
@@ -149,6 +155,8 @@ def create_app(
         finally:
             hangup.close()
             await limiter.close()
+            if shared_breakers is not None:
+                await shared_breakers.close()
             if vector is not None:
                 await vector.close()
             if trail is not None:
@@ -266,3 +274,22 @@ class Dispatcher:
             await self.endpoint(scope, receive, send)
         else:
             await self.starlette(scope, receive, send)
+
+
+def _share_breakers(settings: Settings, dispatcher: UpstreamDispatcher) -> SharedBreakers | None:
+    """With the limits in Redis, the circuit breakers are shared there too."""
+    limits, breaker = settings.limits, settings.circuit_breaker
+    if limits.backend != "redis" or not limits.redis_url or not breaker.enabled:
+        return None
+    # Imported only when used: it needs the Redis client.
+    from localgate.upstream.shared_breakers import SharedBreakers
+
+    shared = SharedBreakers(
+        limits.redis_url,
+        lambda: dispatcher.breakers,
+        breaker,
+        prefix=f"{limits.key_prefix}breaker:",
+    )
+    dispatcher.share_breakers(shared)
+    shared.start()
+    return shared

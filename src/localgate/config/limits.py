@@ -51,6 +51,9 @@ class LimitsSettings(Section):
     # memory: counted in this process; redis: shared by every replica on one Redis.
     backend: Literal["memory", "redis"] = "memory"
     redis_url: str | None = None
+    # Every Redis key of this gateway (limits, shared circuit breakers) starts with it:
+    # deployments sharing one Redis each need their own.
+    key_prefix: str = Field("localgate:", pattern=r"^[A-Za-z0-9_.:{}-]{1,64}$")
     # Redis unreachable: closed refuses with 503; open admits, counting in this process.
     on_backend_error: Literal["closed", "open"] = "closed"
     # How long a replica's reservation outlives it if it dies (renewed while in flight).

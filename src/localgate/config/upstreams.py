@@ -208,7 +208,8 @@ class RetrySettings(Section):
 
 
 class CircuitBreakerSettings(Section):
-    """When an upstream is skipped for a while (per upstream, per process)."""
+    """When an upstream is skipped for a while (per upstream; per process, or shared by the
+    replicas through Redis with limits.backend: redis)."""
 
     enabled: bool = True
     # Open when at least this fraction of the calls in the window failed ...
@@ -218,3 +219,6 @@ class CircuitBreakerSettings(Section):
     min_requests: int = Field(10, ge=1)
     # Then skip the upstream this long, and let one probe through.
     open_s: float = Field(30.0, gt=0)
+    # With limits.backend: redis the replicas share their breakers: how often each one adds
+    # its calls to the shared window and learns whether another replica opened a breaker.
+    sync_interval_s: float = Field(1.0, gt=0, le=60)

@@ -89,7 +89,11 @@ class TenantLimiter:
             # Imported only when used: the memory backend needs no Redis client.
             from localgate.limits.redis_backend import RedisBackend
 
-            backend = RedisBackend(settings.redis_url, lease_s=settings.lease_s)
+            backend = RedisBackend(
+                settings.redis_url,
+                lease_s=settings.lease_s,
+                prefix=f"{settings.key_prefix}limits:",
+            )
             poll_s = 0.05  # slots freed by other replicas are seen this often
         else:
             backend = MemoryBackend()

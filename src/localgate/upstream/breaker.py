@@ -1,4 +1,4 @@
-"""The circuit breaker of one upstream (per process).
+"""The circuit breaker of one upstream.
 
 Closed: calls go through and their results are counted over a window. When at least
 ``min_requests`` calls in the window were made and ``failure_ratio`` of them failed, the
@@ -6,6 +6,11 @@ breaker opens: the upstream is skipped for ``open_s``. Then one call goes throug
 probe (half-open): its success closes the breaker, its failure opens it again. A
 failure is what would make the dispatcher try elsewhere (unreachable, timeout, 429,
 5xx); an answer judging the request (400, 404) is the upstream working.
+
+Per process by default. With ``limits.backend: redis`` the replicas share their breakers
+through ``upstream.shared_breakers``: the calls each counted since the last sync go to a
+window kept in Redis, an opening is seen by every replica, and one probe at a time is let
+through over all of them; the methods below marked for it are its side of that.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._probing = False
         self._on_change = on_change
+        # Calls counted since the shared window last took them (ok, failed).
+        self._unsynced = [0, 0]
 
     @property
     def state(self) -> BreakerState:
@@ -70,6 +77,11 @@ class CircuitBreaker:
         if self._state is not BreakerState.OPEN:
             return 0.0
         return max(0.0, self._opened_at + self._open_s - self._clock())
+
+    @property
+    def probing(self) -> bool:
+        """Whether the call ``allow`` just let through is the half-open probe."""
+        return self._probing
 
     def allow(self) -> bool:
         """Whether a call may go now; a half-open breaker lets exactly one through."""
@@ -99,6 +111,7 @@ class CircuitBreaker:
         if self._state is BreakerState.OPEN:
             return  # a call from before it opened: the window has judged already
         self._counts.add(_OK if ok else _FAILED)
+        self._unsynced[_OK if ok else _FAILED] += 1
         if ok:
             return
         succeeded, failed = self._counts.totals()
@@ -110,6 +123,24 @@ class CircuitBreaker:
         """A call ``allow`` let through ended without a result (cancelled)."""
         if self._state is BreakerState.HALF_OPEN:
             self._probing = False
+
+    def take_unsynced(self) -> tuple[int, int]:
+        """The calls (succeeded, failed) counted since the last call, for the shared window."""
+        succeeded, failed = self._unsynced
+        self._unsynced = [0, 0]
+        return succeeded, failed
+
+    def open_for(self, seconds: float) -> None:
+        """Another replica opened the breaker (or the shared window did): skip the upstream
+        for ``seconds`` from now, unless this probe is already under way."""
+        if not self._enabled or self._probing or seconds <= 0:
+            return
+        until = self._clock() + seconds
+        if self._state is BreakerState.OPEN and self._opened_at + self._open_s >= until:
+            return
+        self._opened_at = until - self._open_s
+        self._counts.clear()
+        self._change(BreakerState.OPEN)
 
     def _open(self) -> None:
         self._opened_at = self._clock()

@@ -21,7 +21,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from localgate import telemetry
 from localgate.config import CircuitBreakerSettings, RetrySettings
@@ -41,6 +41,10 @@ from localgate.observability import GatewayMetrics
 from localgate.policy.snapshot import TenantPolicy
 from localgate.upstream.base import Upstream
 from localgate.upstream.breaker import BreakerState, CircuitBreaker
+
+if TYPE_CHECKING:
+    # Imported only with limits.backend: redis (it imports redis).
+    from localgate.upstream.shared_breakers import SharedBreakers
 from localgate.upstream.budget import RetryBudget
 from localgate.upstream.router import RoutePlan, Router
 
@@ -126,6 +130,7 @@ class UpstreamDispatcher:
         self._random = random
         self._breakers: dict[str, CircuitBreaker] = {}
         self._budgets: dict[str, RetryBudget] = {}
+        self._shared: SharedBreakers | None = None
         for upstream in router.upstreams:
             self.breaker(upstream.name)
 
@@ -162,6 +167,15 @@ class UpstreamDispatcher:
             )
             self._breaker_changed(name, BreakerState.CLOSED)
         return breaker
+
+    @property
+    def breakers(self) -> dict[str, CircuitBreaker]:
+        """Every upstream's circuit breaker, by name."""
+        return self._breakers
+
+    def share_breakers(self, shared: SharedBreakers) -> None:
+        """Keep the breakers in step with other replicas' through ``shared``."""
+        self._shared = shared
 
     def circuits(self) -> dict[str, str]:
         """Each upstream's breaker state, for ``/readyz``."""
@@ -202,10 +216,11 @@ class UpstreamDispatcher:
                 raise last or self._all_open(candidates)
             upstream = candidates[index]
             breaker = self.breaker(upstream.name)
-            if not breaker.allow():
+            if not breaker.allow() or not await self._probe_is_ours(breaker):
                 ctx.attempts.append({"upstream": upstream.name, "skipped": "circuit open"})
                 index, on_this = index + 1, 0
                 continue
+            probing = breaker.probing
             budget = self._budget(upstream.name)
             if on_this == 0:
                 budget.record_request()
@@ -217,7 +232,7 @@ class UpstreamDispatcher:
                     result = await send(upstream, traced.carry(call))
             except LocalgateError as exc:
                 failed = retryable(exc)
-                breaker.record(ok=not failed)
+                self._record(breaker, probing, ok=not failed)
                 self._note(ctx, upstream, exc.code, started)
                 if not failed or ctx.attempt >= limit:
                     raise
@@ -247,10 +262,27 @@ class UpstreamDispatcher:
                 continue
             except BaseException:
                 breaker.abandon()
+                if probing and self._shared is not None:
+                    self._shared.probed(upstream.name, ok=False)
                 raise
-            breaker.record(ok=True)
+            self._record(breaker, probing, ok=True)
             self._note(ctx, upstream, 200, started)
             return result
+
+    async def _probe_is_ours(self, breaker: CircuitBreaker) -> bool:
+        """Whether the probe ``breaker`` just let through may go: with shared breakers, only
+        if no other replica is probing the upstream now."""
+        if not breaker.probing or self._shared is None:
+            return True
+        if await self._shared.claim_probe(breaker.upstream):
+            return True
+        breaker.abandon()
+        return False
+
+    def _record(self, breaker: CircuitBreaker, probing: bool, *, ok: bool) -> None:
+        breaker.record(ok=ok)
+        if probing and self._shared is not None:
+            self._shared.probed(breaker.upstream, ok=ok)
 
     def _again_after(
         self, error: LocalgateError, on_this: int, budget: RetryBudget
@@ -299,6 +331,8 @@ class UpstreamDispatcher:
             self._metrics.upstream_retries.labels(name, kind).inc()
 
     def _breaker_changed(self, name: str, state: BreakerState) -> None:
+        if state is BreakerState.OPEN and self._shared is not None:
+            self._shared.opened(name)
         if self._metrics is not None:
             self._metrics.upstream_circuit_state.labels(name).set(state.value)
 
