@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from localgate.limits import Limit, ScopeLimits
-from localgate.limits.redis_backend import RedisBackend
+import redis.asyncio as aioredis
+
+from localgate.limits import Limit, LimitsUnavailable, ScopeLimits
+from localgate.limits.redis_backend import RedisBackend, _Batches
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
-from tests.limits.conftest import REDIS_URL
+from tests.limits.conftest import REDIS_URL, redis_available
 
 T = TypeVar("T")
 
@@ -99,3 +103,64 @@ def test_a_lease_is_renewed_while_its_request_runs(redis_prefix: str) -> None:
         return (await backend.admit((scope,), 0, "b")).refused
 
     assert run(redis_prefix, scenario, lease_s=1) is Limit.CONCURRENT_REQUESTS
+
+
+def test_calls_made_together_are_batched_and_each_gets_its_own_answer(redis_prefix: str) -> None:
+    # 200 admissions and their settlements at once: they travel in pipelines, yet each
+    # request gets the answer of its own script (the 50 admitted are exactly those whose
+    # settlement then frees their concurrency slot).
+    scope = ScopeLimits("tenant:acme", requests_per_minute=50, concurrent_requests=200)
+
+    async def scenario(backend: RedisBackend) -> tuple[int, int]:
+        answers = await asyncio.gather(*(backend.admit((scope,), 0, f"r{n}") for n in range(200)))
+        admitted = [f"r{n}" for n, answer in enumerate(answers) if answer.refused is None]
+        await asyncio.gather(*(backend.settle((scope,), rid, 0, False) for rid in admitted))
+        client = aioredis.Redis.from_url(REDIS_URL)
+        try:
+            in_flight = await client.zcard(f"{redis_prefix}tenant:acme:leases")
+        finally:
+            await client.aclose()
+        return len(admitted), int(in_flight)
+
+    assert run(redis_prefix, scenario) == (50, 0)
+
+
+def test_a_script_redis_does_not_know_is_loaded_and_the_calls_repeated() -> None:
+    # A script never loaded stands for one Redis forgot (a restart, SCRIPT FLUSH): alone
+    # and in a batch, the call is answered after the script is loaded.
+    redis_available()
+    source = f"return ARGV[1] .. '-{secrets.token_hex(8)}'"
+    sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+    async def main() -> tuple[list[bytes], list[bytes]]:
+        client = aioredis.Redis.from_url(REDIS_URL)
+        try:
+            alone = [await _Batches(client, {sha: source}).call(sha, [], ["a"])]
+            source2 = source.replace("return", "return 'x' ..")
+            sha2 = hashlib.sha1(source2.encode(), usedforsecurity=False).hexdigest()
+            batches = _Batches(client, {sha2: source2})
+            together = await asyncio.gather(*(batches.call(sha2, [], [str(n)]) for n in range(3)))
+            return alone, list(together)
+        finally:
+            await client.aclose()
+
+    alone, together = asyncio.run(main())
+    suffix = source.rsplit("-", 1)[1].rstrip("'").encode()
+    assert alone == [b"a-" + suffix]
+    assert together == [b"x" + str(n).encode() + b"-" + suffix for n in range(3)]
+
+
+def test_an_unreachable_redis_fails_every_call_of_a_batch() -> None:
+    scope = ScopeLimits("tenant:acme", requests_per_minute=50)
+
+    async def main() -> list[BaseException | object]:
+        backend = RedisBackend("redis://127.0.0.1:1/0", timeout_s=INFRASTRUCTURE_TIMEOUT_S)
+        try:
+            return await asyncio.gather(
+                *(backend.admit((scope,), 0, f"r{n}") for n in range(5)), return_exceptions=True
+            )
+        finally:
+            await backend.close()
+
+    answers = asyncio.run(main())
+    assert all(isinstance(answer, LimitsUnavailable) for answer in answers)
