@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import redis.asyncio as aioredis
 
-from localgate.limits import Limit, LimitsUnavailable, ScopeLimits
+from localgate.limits import Limit, LimitsUnavailable, ScopeLimits, Waiting
 from localgate.limits.redis_backend import RedisBackend, _Batches
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 from tests.limits.conftest import REDIS_URL, redis_available
@@ -164,3 +164,66 @@ def test_an_unreachable_redis_fails_every_call_of_a_batch() -> None:
 
     answers = asyncio.run(main())
     assert all(isinstance(answer, LimitsUnavailable) for answer in answers)
+
+
+def test_a_higher_class_waiting_on_one_replica_gets_the_slot_another_replica_frees(
+    redis_prefix: str,
+) -> None:
+    scope = (ScopeLimits("tenant:acme", concurrent_requests=1),)
+    high, low = Waiting(2, 30_000), Waiting(0, 30_000)
+
+    async def main() -> list[Limit | None]:
+        one = RedisBackend(REDIS_URL, prefix=redis_prefix, timeout_s=5)
+        two = RedisBackend(REDIS_URL, prefix=redis_prefix, timeout_s=5)
+        try:
+            seen = [(await one.admit(scope, 0, "holder")).refused]
+            seen.append((await two.admit(scope, 0, "h", high)).refused)  # waits on two
+            await one.settle(scope, "holder", 0, False)  # the slot is free ...
+            seen.append((await one.admit(scope, 0, "l", low)).refused)  # ... but not for low
+            seen.append((await two.admit(scope, 0, "h", high)).refused)  # high takes it
+            await two.settle(scope, "h", 0, False)
+            seen.append((await one.admit(scope, 0, "l", low)).refused)  # now low's turn
+            return seen
+        finally:
+            await one.close()
+            await two.close()
+
+    assert asyncio.run(main()) == [
+        None,
+        Limit.CONCURRENT_REQUESTS,
+        Limit.CONCURRENT_REQUESTS,
+        None,
+        None,
+    ]
+
+
+def test_a_waiter_that_gave_up_or_lapsed_holds_no_one_back(redis_prefix: str) -> None:
+    scope = (ScopeLimits("tenant:acme", concurrent_requests=1),)
+
+    async def main() -> list[Limit | None]:
+        backend = RedisBackend(REDIS_URL, prefix=redis_prefix, timeout_s=5)
+        try:
+            await backend.admit(scope, 0, "holder")
+            await backend.admit(scope, 0, "gives-up", Waiting(2, 30_000))
+            await backend.admit(scope, 0, "lapses", Waiting(2, 1))  # registered for 1 ms
+            await backend.stop_waiting(scope, "gives-up", Waiting(2, 30_000))
+            await backend.settle(scope, "holder", 0, False)
+            client = aioredis.Redis.from_url(REDIS_URL)
+            try:
+                # Redis's own clock decides the lapse: let it pass the 1 ms (no sleep; the
+                # admission script itself must drop the lapsed entry).
+                registered = await _redis_now_ms(client)
+                while await _redis_now_ms(client) <= registered + 1:
+                    pass
+            finally:
+                await client.aclose()
+            return [(await backend.admit(scope, 0, "low", Waiting(0, 30_000))).refused]
+        finally:
+            await backend.close()
+
+    assert asyncio.run(main()) == [None]
+
+
+async def _redis_now_ms(client: aioredis.Redis) -> int:
+    seconds, micros = await client.time()
+    return int(seconds) * 1000 + int(micros) // 1000

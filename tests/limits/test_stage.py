@@ -9,7 +9,7 @@ import pytest
 from localgate.errors import ResourceExhausted, ServiceUnavailable
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Settlement
-from localgate.limits import LimitsUnavailable, MemoryBackend, ScopeLimits, TenantLimiter
+from localgate.limits import LimitsUnavailable, MemoryBackend, ScopeLimits, TenantLimiter, Waiting
 from localgate.limits.backend import Admission
 from localgate.observability import GatewayMetrics
 from tests.limits.conftest import Clock, request
@@ -123,6 +123,52 @@ def test_queued_requests_are_admitted_higher_class_first() -> None:
     assert admitted == ["high", "low"]
 
 
+def test_a_lower_class_arriving_as_a_slot_frees_does_not_take_it_from_a_waiting_higher_one() -> (
+    None
+):
+    limits = limiter(poll_s=60)
+    config = {"concurrent_requests": 1, "queue_timeout_s": 30, "allow_priority_header": True}
+    admitted: list[str] = []
+
+    async def arrive(name: str, priority: str) -> None:
+        permit = await limits.admit(request(config, priority=priority))
+        admitted.append(name)
+        permit.release(SENT)
+
+    async def scenario() -> None:
+        holder = await limits.admit(request(config))
+        high = asyncio.create_task(arrive("high", "high"))
+        await asyncio.sleep(0)  # it waits in the queue
+        holder.release(SENT)
+        # Arrives in the same instant the slot is freed, before the waiter runs again.
+        low = asyncio.create_task(arrive("low", "low"))
+        await asyncio.gather(low, high)
+
+    asyncio.run(scenario())
+
+    assert admitted == ["high", "low"]
+
+
+def test_a_waiter_for_another_keys_limit_does_not_hold_back_a_request() -> None:
+    limits = limiter(poll_s=60)
+    config = {
+        "queue_timeout_s": 30,
+        "allow_priority_header": True,
+        "keys": {"k1": {"concurrent_requests": 1}},
+    }
+
+    async def scenario() -> None:
+        holder = await limits.admit(request(config, key_id="k1"))
+        high = asyncio.create_task(limits.admit(request(config, key_id="k1", priority="high")))
+        await asyncio.sleep(0)
+        # k2 has no concurrency limit: nothing it could take from the waiter.
+        (await limits.admit(request(config, key_id="k2", priority="low"))).release(SENT)
+        holder.release(SENT)
+        (await high).release(SENT)
+
+    asyncio.run(scenario())
+
+
 def test_the_priority_header_is_ignored_unless_allowed() -> None:
     limits = limiter(poll_s=60)
     config = {"concurrent_requests": 1, "queue_timeout_s": 30}
@@ -169,8 +215,17 @@ def test_a_queued_request_gives_up_after_queue_timeout_and_a_full_queue_refuses_
 
 class _Down:
     async def admit(
-        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        tokens: int,
+        reservation: str,
+        waiting: Waiting | None = None,
     ) -> Admission:
+        raise LimitsUnavailable("connection refused")
+
+    async def stop_waiting(
+        self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
+    ) -> None:
         raise LimitsUnavailable("connection refused")
 
     async def settle(

@@ -1,7 +1,14 @@
 """Traffic limits: per tenant and key, requests, tokens (reserved, then settled) and
 concurrency, counted in this process or in Redis (docs/traffic.md)."""
 
-from localgate.limits.backend import Admission, Limit, LimitBackend, LimitsUnavailable, ScopeLimits
+from localgate.limits.backend import (
+    Admission,
+    Limit,
+    LimitBackend,
+    LimitsUnavailable,
+    ScopeLimits,
+    Waiting,
+)
 from localgate.limits.estimate import estimate_tokens, text_tokens
 from localgate.limits.memory import MemoryBackend
 from localgate.limits.stage import PRIORITY_HEADER, TenantLimiter
@@ -15,6 +22,7 @@ __all__ = [
     "MemoryBackend",
     "ScopeLimits",
     "TenantLimiter",
+    "Waiting",
     "estimate_tokens",
     "text_tokens",
 ]

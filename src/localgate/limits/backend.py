@@ -22,6 +22,7 @@ __all__ = [
     "LimitsUnavailable",
     "Quota",
     "ScopeLimits",
+    "Waiting",
 ]
 
 MINUTE_S = 60.0
@@ -102,6 +103,15 @@ class Admission:
     never_fits: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A request's place in the admission order across replicas: its class (0 low, 1
+    normal, 2 high) and, if it will wait for a concurrency slot, how long (ms)."""
+
+    rank: int
+    hold_ms: int = 0
+
+
 class LimitsUnavailable(Exception):
     """The backend's counters cannot be reached (the Redis adapter raises it)."""
 
@@ -110,10 +120,25 @@ class LimitBackend(Protocol):
     """Counts requests, tokens and concurrency per scope, atomically across scopes."""
 
     async def admit(
-        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        tokens: int,
+        reservation: str,
+        waiting: Waiting | None = None,
     ) -> Admission:
         """Check every limit of every scope; if all fit, count the request, reserve
-        ``tokens`` and hold a concurrency slot under ``reservation``; else change nothing."""
+        ``tokens`` and hold a concurrency slot under ``reservation``; else change nothing.
+
+        A backend shared by replicas also keeps the classes in order across them: a
+        concurrency slot is not given to a request while one of a higher class (``waiting``)
+        waits for one on any replica; refused for concurrency with ``hold_ms``, the request
+        is registered as waiting that long (renewed by each try)."""
+        ...
+
+    async def stop_waiting(
+        self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
+    ) -> None:
+        """The request registered by ``admit`` gave up waiting (timed out, went away)."""
         ...
 
     async def settle(

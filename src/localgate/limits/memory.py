@@ -20,6 +20,7 @@ from localgate.limits.backend import (
     Limit,
     Quota,
     ScopeLimits,
+    Waiting,
 )
 
 __all__ = ["MemoryBackend"]
@@ -56,10 +57,20 @@ class MemoryBackend:
         self._scopes: dict[str, _Scope] = {}
 
     async def admit(
-        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        tokens: int,
+        reservation: str,
+        waiting: Waiting | None = None,
     ) -> Admission:
-        """All limits of all scopes, checked and counted at once."""
+        """All limits of all scopes, checked and counted at once. One process: the
+        admission queue keeps the classes in order, ``waiting`` is not needed here."""
         return self.admit_now(scopes, tokens, reservation)
+
+    async def stop_waiting(
+        self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
+    ) -> None:
+        """Nothing to do: no waiter is registered outside the process's queue."""
 
     def admit_now(
         self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str

@@ -2,9 +2,12 @@
 
 One queue per tenant, bounded (``limits.max_queue``). A waiter is woken when a request
 of its tenant ends in this process, and also retries every ``poll_s`` (another replica
-may have freed a slot); within a class, first come first served. A new request tries
-the backend before queueing, so it can take a slot just freed before the woken waiter
-runs; the waiter then stays at the head of its class.
+may have freed a slot); within a class, first come first served. A new request of a
+class no higher than a waiter's for the same concurrency limit queues behind it rather
+than trying the backend first; one of the same class may still take a slot just freed
+before the woken waiter runs (the waiter then stays at the head of its class). With the
+Redis backend, waiters are registered in Redis too, so a slot freed on one replica is not
+given to a lower class on another while a higher class waits anywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class QueueFull(Exception):
 class _Waiter:
     rank: int  # negated class: the heap pops the highest class first
     order: int
+    # The scopes whose concurrency limit it waits for.
+    scopes: frozenset[str] = field(compare=False, default=frozenset())
     wake: asyncio.Event = field(compare=False, default_factory=asyncio.Event)
 
 
@@ -44,10 +49,19 @@ class AdmissionQueue:
     def __len__(self) -> int:
         return sum(len(heap) for heap in self._heaps.values())
 
+    def outranks(self, tenant: str, rank: int, scopes: frozenset[str]) -> bool:
+        """Whether a request of a class above ``rank`` waits in ``tenant``'s queue for the
+        concurrency limit of one of ``scopes``."""
+        heap = self._heaps.get(tenant)
+        if not heap or -heap[0].rank <= rank:
+            return False
+        return any(-waiter.rank > rank and waiter.scopes & scopes for waiter in heap)
+
     async def wait_for_slot(
         self,
         tenant: str,
-        priority: str,
+        rank: int,
+        scopes: frozenset[str],
         timeout_s: float,
         clock: Callable[[], float],
         try_admit: Callable[[], Awaitable[bool]],
@@ -57,7 +71,7 @@ class AdmissionQueue:
         heap = self._heaps.setdefault(tenant, [])
         if len(heap) >= self._max:
             raise QueueFull
-        waiter = _Waiter(-PRIORITY_RANK.get(priority, 1), next(self._order))
+        waiter = _Waiter(-rank, next(self._order), scopes)
         heapq.heappush(heap, waiter)
         deadline = clock() + timeout_s
         try:

@@ -30,6 +30,7 @@ from localgate.limits.backend import (
     LimitsUnavailable,
     Quota,
     ScopeLimits,
+    Waiting,
 )
 
 __all__ = ["RedisBackend"]
@@ -59,23 +60,28 @@ local function purge(state, leases, held, now)
 end
 """
 
-# KEYS: per scope (state, leases, held). ARGV: reservation, tokens, lease ms, then per
-# scope the four limits in LIMIT_ORDER (0: none). Returns {refused limit (0: admitted),
-# refused scope index, retry ms, never fits, requests limit, remaining, reset ms, tokens
-# limit, remaining, reset ms} (-1: no such limit).
+# KEYS: per scope (state, leases, held, waiting). ARGV: reservation, tokens, lease ms, the
+# request's class (0-2), how long it will wait for a slot (ms, 0: it will not), then per
+# scope the four limits in LIMIT_ORDER (0: none). ``waiting`` is a sorted set of the
+# requests waiting for a slot of the scope on any replica ("class:reservation", scored by
+# when the wait ends): a slot is not given while a higher class waits. Returns {refused
+# limit (0: admitted), refused scope index, retry ms, never fits, requests limit,
+# remaining, reset ms, tokens limit, remaining, reset ms} (-1: no such limit).
 _ADMIT = (
     _PURGE
     + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rid, tokens, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local rank, hold = tonumber(ARGV[4]), tonumber(ARGV[5])
+local me = rank .. ':' .. rid
 local lengths = {60000, 60000, 86400000}
 local asks = {1, tokens, tokens}
-local n = #KEYS / 3
+local n = #KEYS / 4
 local windows = {}
 local q = {-1, -1, -1, -1, -1, -1}
 for i = 1, n do
-  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local state, leases, held = KEYS[4*i-3], KEYS[4*i-2], KEYS[4*i-1]
   purge(state, leases, held, now)
   windows[i] = {}
   local v = redis.call('HMGET', state, 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
@@ -83,7 +89,7 @@ for i = 1, n do
     local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
     if s == nil or now >= s + lengths[w] then s, u = now, 0 end
     windows[i][w] = {s, u}
-    local limit = tonumber(ARGV[3 + 4*(i-1) + w])
+    local limit = tonumber(ARGV[5 + 4*(i-1) + w])
     if limit > 0 then
       local reset = s + lengths[w] - now
       if u + asks[w] > limit then
@@ -97,13 +103,31 @@ for i = 1, n do
       if q[k] < 0 or left < q[k+1] then q[k], q[k+1], q[k+2] = limit, left, reset end
     end
   end
-  local slots = tonumber(ARGV[3 + 4*(i-1) + 4])
-  if slots > 0 and redis.call('ZCARD', leases) + 1 > slots then
-    return {4, i, 1000, 0, -1, -1, -1, -1, -1, -1}
+  local slots = tonumber(ARGV[5 + 4*(i-1) + 4])
+  if slots > 0 then
+    local waiting = KEYS[4*i]
+    redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
+    local outranked = false
+    if rank < 2 then
+      for _, m in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
+        if tonumber(string.sub(m, 1, 1)) > rank then
+          outranked = true
+          break
+        end
+      end
+    end
+    if outranked or redis.call('ZCARD', leases) + 1 > slots then
+      if hold > 0 then
+        redis.call('ZADD', waiting, now + hold, me)
+        redis.call('PEXPIRE', waiting, hold + 60000)
+      end
+      return {4, i, 1000, 0, -1, -1, -1, -1, -1, -1}
+    end
   end
 end
 for i = 1, n do
-  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+  local state, leases, held = KEYS[4*i-3], KEYS[4*i-2], KEYS[4*i-1]
+  redis.call('ZREM', KEYS[4*i], me)
   local ws = windows[i]
   redis.call('HSET', state, 'rs', ws[1][1], 'rn', ws[1][2] + 1, 'ms', ws[2][1],
     'mu', ws[2][2] + tokens, 'ds', ws[3][1], 'du', ws[3][2] + tokens)
@@ -276,22 +300,31 @@ class RedisBackend:
         self._held: dict[str, tuple[ScopeLimits, ...]] = {}
         self._renewer: asyncio.Task[None] | None = None
 
-    def _keys(self, scopes: tuple[ScopeLimits, ...]) -> list[str]:
+    def _keys(self, scopes: tuple[ScopeLimits, ...], *, waiting: bool = False) -> list[str]:
         keys = []
         for scope in scopes:
             base = self._prefix + scope.scope
             keys += [base, f"{base}:leases", f"{base}:held"]
+            if waiting:
+                keys.append(f"{base}:waiting")
         return keys
 
     async def admit(
-        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        tokens: int,
+        reservation: str,
+        waiting: Waiting | None = None,
     ) -> Admission:
         """One script: check every limit of every scope, then count all or nothing."""
-        args: list[int | str] = [reservation, tokens, self._lease_ms]
+        rank, hold_ms = (waiting.rank, waiting.hold_ms) if waiting else (1, 0)
+        args: list[int | str] = [reservation, tokens, self._lease_ms, rank, hold_ms]
         for scope in scopes:
             args += [value or 0 for value in scope.values()]
         try:
-            answer = await self._batches.call(self._admit.sha, self._keys(scopes), args)
+            answer = await self._batches.call(
+                self._admit.sha, self._keys(scopes, waiting=True), args
+            )
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
         refused, index, retry_ms, never, *quotas = (int(value) for value in answer)
@@ -320,6 +353,19 @@ class RedisBackend:
             await self._batches.call(
                 self._settle.sha, self._keys(scopes), [reservation, used, int(refund_request)]
             )
+        except (RedisError, OSError) as exc:
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def stop_waiting(
+        self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
+    ) -> None:
+        """Take the request out of every scope's waiting set (it expires anyway)."""
+        member = f"{waiting.rank}:{reservation}"
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for scope in scopes:
+                    pipe.zrem(f"{self._prefix}{scope.scope}:waiting", member)
+                await pipe.execute()
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
 

@@ -9,6 +9,7 @@ the request ends; a request refused before it left is charged nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import math
@@ -29,6 +30,7 @@ from localgate.limits.backend import (
     LimitsUnavailable,
     Quota,
     ScopeLimits,
+    Waiting,
 )
 from localgate.limits.estimate import estimate_tokens
 from localgate.limits.memory import MemoryBackend
@@ -121,10 +123,16 @@ class TenantLimiter:
         if any(scope.counts_tokens for scope in scopes):
             tokens = estimate_tokens(route.method, ctx.body, effective.default_output_tokens or 0)
         reservation = f"{self._id_prefix}{next(self._ids)}"
-        admission, backend = await self._try(scopes, tokens, reservation)
+        waiting = _waiting(ctx, effective)
+        slots = frozenset(scope.scope for scope in scopes if scope.concurrent_requests)
+        if slots and self._queue.outranks(principal.tenant, waiting.rank, slots):
+            # A higher class waits here for a slot: this request does not take it first.
+            admission, backend = _OUTRANKED, self._backend
+        else:
+            admission, backend = await self._try(scopes, tokens, reservation, waiting)
         if admission.refused is Limit.CONCURRENT_REQUESTS and effective.queue_timeout_s:
             admission, backend = await self._queue_for_slot(
-                ctx, principal.tenant, effective, scopes, tokens, reservation, admission
+                principal.tenant, effective, scopes, slots, tokens, reservation, admission, waiting
             )
         headers = _headers(admission, scopes)
         ctx.limit_headers = headers
@@ -152,13 +160,18 @@ class TenantLimiter:
         return scopes
 
     async def _try(
-        self, scopes: tuple[ScopeLimits, ...], tokens: int, reservation: str
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        tokens: int,
+        reservation: str,
+        waiting: Waiting | None = None,
     ) -> tuple[Admission, LimitBackend]:
         # After a failure the backend is left alone for a moment, so that an unreachable
         # store costs each request nothing rather than a connection timeout.
         if self._clock() >= self._backend_down_until:
             try:
-                return await self._backend.admit(scopes, tokens, reservation), self._backend
+                admission = await self._backend.admit(scopes, tokens, reservation, waiting)
+                return admission, self._backend
             except LimitsUnavailable as exc:
                 self._metrics.limits_backend_errors.inc()
                 self._backend_down_until = self._clock() + _BACKEND_RETRY_S
@@ -178,33 +191,46 @@ class TenantLimiter:
 
     async def _queue_for_slot(
         self,
-        ctx: RequestContext,
         tenant: str,
         effective: LimitSettings,
         scopes: tuple[ScopeLimits, ...],
+        slots: frozenset[str],
         tokens: int,
         reservation: str,
         refused: Admission,
+        waiting: Waiting,
     ) -> tuple[Admission, LimitBackend]:
-        priority: str = effective.priority or "normal"
-        if effective.allow_priority_header and ctx.priority in PRIORITY_RANK:
-            priority = ctx.priority
         outcome: list[tuple[Admission, LimitBackend]] = [(refused, self._backend)]
 
         async def try_admit() -> bool:
-            outcome[0] = await self._try(scopes, tokens, reservation)
+            outcome[0] = await self._try(scopes, tokens, reservation, waiting)
             return outcome[0][0].refused is None
 
         started = self._clock()
         try:
             await self._queue.wait_for_slot(
-                tenant, priority, effective.queue_timeout_s or 0, self._clock, try_admit
+                tenant,
+                waiting.rank,
+                slots,
+                effective.queue_timeout_s or 0,
+                self._clock,
+                try_admit,
             )
         except QueueFull:
             pass
         finally:
             self._metrics.limits_queue_wait_seconds.observe(self._clock() - started)
+            if outcome[0][0].refused is not None:
+                await self._stop_waiting(scopes, reservation, waiting)
         return outcome[0]
+
+    async def _stop_waiting(
+        self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
+    ) -> None:
+        """Tell the backend this request no longer waits (other replicas' lower classes
+        may take slots again); if it cannot be told, the registration lapses by itself."""
+        with contextlib.suppress(LimitsUnavailable):
+            await self._backend.stop_waiting(scopes, reservation, waiting)
 
     def _release(
         self,
@@ -366,3 +392,18 @@ def _refusal(admission: Admission, headers: dict[str, str]) -> ResourceExhausted
     else:
         message = f"The {limit.wording} limit of {who} is reached; retry in {retry} seconds."
     return ResourceExhausted(message, {**headers, "retry-after": str(retry)})
+
+
+# What a request outranked by a waiter of its own process is told: the same as a refusal
+# by the concurrency limit, so it queues behind that waiter (or is refused at once).
+_OUTRANKED = Admission(refused=Limit.CONCURRENT_REQUESTS, retry_after_s=1.0)
+
+
+def _waiting(ctx: RequestContext, effective: LimitSettings) -> Waiting:
+    """The request's class, and how long it may wait for a concurrency slot."""
+    priority: str = effective.priority or "normal"
+    if effective.allow_priority_header and ctx.priority in PRIORITY_RANK:
+        priority = ctx.priority
+    hold_s = effective.queue_timeout_s or 0
+    # Registered a little longer than it waits, so that it lapses only after it gave up.
+    return Waiting(PRIORITY_RANK[priority], round(hold_s * 1000) + 1000 if hold_s else 0)
