@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 from typing import Any
@@ -60,110 +61,149 @@ local function purge(state, leases, held, now)
 end
 """
 
-# KEYS: per scope (state, leases, held, waiting). ARGV: reservation, tokens, lease ms, the
-# request's class (0-2), how long it will wait for a slot (ms, 0: it will not), then per
-# scope the four limits in LIMIT_ORDER (0: none). ``waiting`` is a sorted set of the
-# requests waiting for a slot of the scope on any replica ("class:reservation", scored by
-# when the wait ends): a slot is not given while a higher class waits. Returns {refused
-# limit (0: admitted), refused scope index, retry ms, never fits, requests limit,
-# remaining, reset ms, tokens limit, remaining, reset ms} (-1: no such limit).
-_ADMIT = (
+# One request's admission. P: "a", reservation, tokens, lease ms, the request's class
+# (0-2), how long it will wait for a slot (ms, 0: it will not), then per scope its key and
+# its four limits in LIMIT_ORDER (0: none). Per scope four keys: the windows, the leases,
+# what each reservation holds, and ``<scope>:waiting``, the requests waiting for a slot of
+# the scope on any replica ("class:reservation", scored by when the wait ends): a slot is
+# not given while a higher class waits. Returns "refused limit (0: admitted), refused
+# scope index, retry ms, never fits, requests limit, remaining, reset ms, tokens limit,
+# remaining, reset ms" (-1: no such limit), space-separated.
+_ADMIT_ONE = """
+local function answer(values)
+  for i = 1, #values do values[i] = string.format('%d', values[i]) end
+  return table.concat(values, ' ')
+end
+local function admit(P, now)
+  local rid, tokens, lease = P[2], tonumber(P[3]), tonumber(P[4])
+  local rank, hold = tonumber(P[5]), tonumber(P[6])
+  local me = rank .. ':' .. rid
+  local lengths = {60000, 60000, 86400000}
+  local asks = {1, tokens, tokens}
+  local n = (#P - 6) / 5
+  local windows = {}
+  local q = {-1, -1, -1, -1, -1, -1}
+  for i = 1, n do
+    local state = P[7 + 5*(i-1)]
+    local leases, held = state .. ':leases', state .. ':held'
+    purge(state, leases, held, now)
+    windows[i] = {}
+    local v = redis.call('HMGET', state, 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
+    for w = 1, 3 do
+      local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
+      if s == nil or now >= s + lengths[w] then s, u = now, 0 end
+      windows[i][w] = {s, u}
+      local limit = tonumber(P[7 + 5*(i-1) + w])
+      if limit > 0 then
+        local reset = s + lengths[w] - now
+        if u + asks[w] > limit then
+          local never = 0
+          if asks[w] > limit then never = 1 end
+          return answer({w, i, reset, never, -1, -1, -1, -1, -1, -1})
+        end
+        local k = 1
+        if w > 1 then k = 4 end
+        local left = limit - u - asks[w]
+        if q[k] < 0 or left < q[k+1] then q[k], q[k+1], q[k+2] = limit, left, reset end
+      end
+    end
+    local slots = tonumber(P[7 + 5*(i-1) + 4])
+    if slots > 0 then
+      local waiting = state .. ':waiting'
+      redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
+      local outranked = false
+      if rank < 2 then
+        for _, m in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
+          if tonumber(string.sub(m, 1, 1)) > rank then
+            outranked = true
+            break
+          end
+        end
+      end
+      if outranked or redis.call('ZCARD', leases) + 1 > slots then
+        if hold > 0 then
+          redis.call('ZADD', waiting, now + hold, me)
+          redis.call('PEXPIRE', waiting, hold + 60000)
+        end
+        return answer({4, i, 1000, 0, -1, -1, -1, -1, -1, -1})
+      end
+    end
+  end
+  for i = 1, n do
+    local state = P[7 + 5*(i-1)]
+    local leases, held = state .. ':leases', state .. ':held'
+    redis.call('ZREM', state .. ':waiting', me)
+    local ws = windows[i]
+    redis.call('HSET', state, 'rs', ws[1][1], 'rn', ws[1][2] + 1, 'ms', ws[2][1],
+      'mu', ws[2][2] + tokens, 'ds', ws[3][1], 'du', ws[3][2] + tokens)
+    redis.call('PEXPIRE', state, 86400000 + 60000)
+    redis.call('ZADD', leases, now + lease, rid)
+    redis.call('HSET', held, rid,
+      string.format('%d:%d:%d:%d', tokens, ws[1][1], ws[2][1], ws[3][1]))
+    redis.call('PEXPIRE', leases, 2 * lease + 60000)
+    redis.call('PEXPIRE', held, 2 * lease + 60000)
+  end
+  return answer({0, 0, 0, 0, q[1], q[2], q[3], q[4], q[5], q[6]})
+end
+"""
+
+# One request's settlement. P: "s", reservation, tokens used (-1: keep the reservation as
+# spent), refund the request (1/0), then the key of each scope. Returns "1".
+_SETTLE_ONE = """
+local function settle(P, now)
+  local rid, used, refund = P[2], tonumber(P[3]), tonumber(P[4])
+  for i = 5, #P do
+    local state = P[i]
+    local leases, held = state .. ':leases', state .. ':held'
+    local r = redis.call('HGET', held, rid)
+    if r then
+      local tk, rs, ms, ds = string.match(r, '^(%d+):(%d+):(%d+):(%d+)$')
+      tk = tonumber(tk)
+      if used >= 0 then
+        adjust(state, 'ms', 'mu', tonumber(ms), used - tk)
+        adjust(state, 'ds', 'du', tonumber(ds), used - tk)
+      end
+      if refund == 1 then adjust(state, 'rs', 'rn', tonumber(rs), -1) end
+      redis.call('HDEL', held, rid)
+      redis.call('ZREM', leases, rid)
+    end
+  end
+  return '1'
+end
+"""
+
+# Admissions and settlements of several requests in one call, in order, atomically: ARGV
+# holds one operation each, its fields joined by the unit separator (0x1f). The keys are
+# made from the scope names in the script (the scopes of one request, and of a batch,
+# are not on one hash slot anyway: the backend needs one Redis, not a cluster). Returns
+# the operations' answers joined by ";".
+_APPLY = (
     _PURGE
+    + """
+local function fields(text)
+  local out, from = {}, 1
+  while true do
+    local at = string.find(text, '\\31', from, true)
+    if not at then
+      out[#out + 1] = string.sub(text, from)
+      return out
+    end
+    out[#out + 1] = string.sub(text, from, at - 1)
+    from = at + 1
+  end
+end
+"""
+    + _ADMIT_ONE
+    + _SETTLE_ONE
     + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rid, tokens, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local rank, hold = tonumber(ARGV[4]), tonumber(ARGV[5])
-local me = rank .. ':' .. rid
-local lengths = {60000, 60000, 86400000}
-local asks = {1, tokens, tokens}
-local n = #KEYS / 4
-local windows = {}
-local q = {-1, -1, -1, -1, -1, -1}
-for i = 1, n do
-  local state, leases, held = KEYS[4*i-3], KEYS[4*i-2], KEYS[4*i-1]
-  purge(state, leases, held, now)
-  windows[i] = {}
-  local v = redis.call('HMGET', state, 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
-  for w = 1, 3 do
-    local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
-    if s == nil or now >= s + lengths[w] then s, u = now, 0 end
-    windows[i][w] = {s, u}
-    local limit = tonumber(ARGV[5 + 4*(i-1) + w])
-    if limit > 0 then
-      local reset = s + lengths[w] - now
-      if u + asks[w] > limit then
-        local never = 0
-        if asks[w] > limit then never = 1 end
-        return {w, i, reset, never, -1, -1, -1, -1, -1, -1}
-      end
-      local k = 1
-      if w > 1 then k = 4 end
-      local left = limit - u - asks[w]
-      if q[k] < 0 or left < q[k+1] then q[k], q[k+1], q[k+2] = limit, left, reset end
-    end
-  end
-  local slots = tonumber(ARGV[5 + 4*(i-1) + 4])
-  if slots > 0 then
-    local waiting = KEYS[4*i]
-    redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
-    local outranked = false
-    if rank < 2 then
-      for _, m in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
-        if tonumber(string.sub(m, 1, 1)) > rank then
-          outranked = true
-          break
-        end
-      end
-    end
-    if outranked or redis.call('ZCARD', leases) + 1 > slots then
-      if hold > 0 then
-        redis.call('ZADD', waiting, now + hold, me)
-        redis.call('PEXPIRE', waiting, hold + 60000)
-      end
-      return {4, i, 1000, 0, -1, -1, -1, -1, -1, -1}
-    end
-  end
+local out = {}
+for op = 1, #ARGV do
+  local P = fields(ARGV[op])
+  if P[1] == 'a' then out[op] = admit(P, now) else out[op] = settle(P, now) end
 end
-for i = 1, n do
-  local state, leases, held = KEYS[4*i-3], KEYS[4*i-2], KEYS[4*i-1]
-  redis.call('ZREM', KEYS[4*i], me)
-  local ws = windows[i]
-  redis.call('HSET', state, 'rs', ws[1][1], 'rn', ws[1][2] + 1, 'ms', ws[2][1],
-    'mu', ws[2][2] + tokens, 'ds', ws[3][1], 'du', ws[3][2] + tokens)
-  redis.call('PEXPIRE', state, 86400000 + 60000)
-  redis.call('ZADD', leases, now + lease, rid)
-  redis.call('HSET', held, rid,
-    string.format('%d:%d:%d:%d', tokens, ws[1][1], ws[2][1], ws[3][1]))
-  redis.call('PEXPIRE', leases, 2 * lease + 60000)
-  redis.call('PEXPIRE', held, 2 * lease + 60000)
-end
-return {0, 0, 0, 0, q[1], q[2], q[3], q[4], q[5], q[6]}
-"""
-)
-
-# KEYS: per scope (state, leases, held). ARGV: reservation, tokens used (-1: keep the
-# reservation as spent), refund the request (1/0).
-_SETTLE = (
-    _PURGE
-    + """
-local rid, used, refund = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-for i = 1, #KEYS / 3 do
-  local state, leases, held = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
-  local r = redis.call('HGET', held, rid)
-  if r then
-    local tk, rs, ms, ds = string.match(r, '^(%d+):(%d+):(%d+):(%d+)$')
-    tk = tonumber(tk)
-    if used >= 0 then
-      adjust(state, 'ms', 'mu', tonumber(ms), used - tk)
-      adjust(state, 'ds', 'du', tonumber(ds), used - tk)
-    end
-    if refund == 1 then adjust(state, 'rs', 'rn', tonumber(rs), -1) end
-    redis.call('HDEL', held, rid)
-    redis.call('ZREM', leases, rid)
-  end
-end
-return 1
+return table.concat(out, ';')
 """
 )
 
@@ -179,27 +219,36 @@ return 1
 """
 
 
-class _Batches:
-    """Script calls made while a batch is on its way go together in the next one.
+_MAX_BATCH = 128  # operations per script call: Redis runs nothing else meanwhile
+_SEPARATOR = "\x1f"
 
-    One request at a time, each call is its own round trip, as before. Under load, the
-    calls that arrive while a batch is out are sent as one pipeline (one write, one
-    wakeup, one timeout) instead of one round trip each: at 64 requests in flight that is
-    most of the Redis client's CPU per request. Each call still gets its own script
-    answer or error; a script Redis has forgotten (restart, SCRIPT FLUSH) is loaded again
-    and its calls repeated once.
+
+class _Batches:
+    """Admissions and settlements made while a call is on its way go together in the next.
+
+    One request at a time, each admission and settlement is one script call, one round
+    trip. Under load, the operations that arrive while a call is out are sent as one call
+    of the same script (one command to encode, one answer to read, one wakeup): at 64
+    requests in flight the Redis client's work per command was most of the backend's CPU
+    per request. Each operation still gets its own answer; they are applied in order,
+    atomically together. A script Redis has forgotten (restart, SCRIPT FLUSH) is loaded
+    again and the call repeated once.
     """
 
-    def __init__(self, client: Any, scripts: dict[str, str]) -> None:
+    def __init__(self, client: Any, source: str) -> None:
         self._client = client
-        self._scripts = scripts  # sha -> source
-        self._waiting: list[tuple[str, list[str], list[int | str], asyncio.Future[Any]]] = []
+        self._source = source
+        self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        self._waiting: list[tuple[str, asyncio.Future[str]]] = []
         self._sending = False
 
-    async def call(self, sha: str, keys: list[str], args: list[int | str]) -> Any:
-        """The answer of script ``sha`` on ``keys`` with ``args``."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append((sha, keys, args, future))
+    async def call(self, *fields: str | int) -> str:
+        """The answer of the operation made of ``fields`` (see ``_APPLY``)."""
+        text = _SEPARATOR.join(map(str, fields))
+        if text.count(_SEPARATOR) != len(fields) - 1:
+            raise LimitsUnavailable("a scope name holds the separator 0x1f")
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.append((text, future))
         if not self._sending:
             self._sending = True
             asyncio.get_running_loop().create_task(self._send())
@@ -208,49 +257,34 @@ class _Batches:
     async def _send(self) -> None:
         try:
             while self._waiting:
-                batch, self._waiting = self._waiting, []
+                batch = self._waiting[:_MAX_BATCH]
+                del self._waiting[:_MAX_BATCH]
                 try:
-                    answers = await self._execute(batch)
+                    answers = await self._execute([text for text, _ in batch])
                 except BaseException as exc:
-                    for *_, future in batch:
+                    for _, future in batch:
                         if not future.done():
                             future.set_exception(_copy(exc))
                     if not isinstance(exc, Exception):
                         raise
                     continue
-                for (*_, future), answer in zip(batch, answers, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(answer, Exception):
-                        future.set_exception(answer)
-                    else:
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    if not future.done():
                         future.set_result(answer)
         finally:
             self._sending = False
 
-    async def _execute(self, batch: list[tuple[str, list[str], list[int | str], Any]]) -> list[Any]:
-        if len(batch) == 1:
-            sha, keys, args, _ = batch[0]
-            try:
-                return [await self._client.evalsha(sha, len(keys), *keys, *args)]
-            except NoScriptError:
-                await self._client.script_load(self._scripts[sha])
-                return [await self._client.evalsha(sha, len(keys), *keys, *args)]
-        answers = await self._pipeline(batch)
-        if any(isinstance(answer, NoScriptError) for answer in answers):
-            for source in self._scripts.values():
-                await self._client.script_load(source)
-            answers = await self._pipeline(batch)
+    async def _execute(self, operations: list[str]) -> list[str]:
+        try:
+            raw = await self._client.evalsha(self._sha, 0, *operations)
+        except NoScriptError:
+            await self._client.script_load(self._source)
+            raw = await self._client.evalsha(self._sha, 0, *operations)
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        answers = text.split(";")
+        if len(answers) != len(operations):
+            raise RedisError(f"the limits script answered {len(answers)} of {len(operations)}")
         return answers
-
-    async def _pipeline(
-        self, batch: list[tuple[str, list[str], list[int | str], Any]]
-    ) -> list[Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            for sha, keys, args, _ in batch:
-                pipe.evalsha(sha, len(keys), *keys, *args)
-            answers: list[Any] = await pipe.execute(raise_on_error=False)
-            return answers
 
 
 def _copy(exc: BaseException) -> BaseException:
@@ -292,22 +326,11 @@ class RedisBackend:
         self._client: Any = aioredis.Redis(connection_pool=self._pool)
         self._lease_ms = max(1, round(lease_s * 1000))
         self._prefix = prefix
-        self._admit = self._client.register_script(_ADMIT)
-        self._settle = self._client.register_script(_SETTLE)
         self._renew = self._client.register_script(_RENEW)
-        self._batches = _Batches(self._client, {self._admit.sha: _ADMIT, self._settle.sha: _SETTLE})
+        self._batches = _Batches(self._client, _APPLY)
         # Reservations held by this process: renewed every third of a lease.
         self._held: dict[str, tuple[ScopeLimits, ...]] = {}
         self._renewer: asyncio.Task[None] | None = None
-
-    def _keys(self, scopes: tuple[ScopeLimits, ...], *, waiting: bool = False) -> list[str]:
-        keys = []
-        for scope in scopes:
-            base = self._prefix + scope.scope
-            keys += [base, f"{base}:leases", f"{base}:held"]
-            if waiting:
-                keys.append(f"{base}:waiting")
-        return keys
 
     async def admit(
         self,
@@ -318,16 +341,14 @@ class RedisBackend:
     ) -> Admission:
         """One script: check every limit of every scope, then count all or nothing."""
         rank, hold_ms = (waiting.rank, waiting.hold_ms) if waiting else (1, 0)
-        args: list[int | str] = [reservation, tokens, self._lease_ms, rank, hold_ms]
+        fields: list[str | int] = ["a", reservation, tokens, self._lease_ms, rank, hold_ms]
         for scope in scopes:
-            args += [value or 0 for value in scope.values()]
+            fields += [self._prefix + scope.scope, *(value or 0 for value in scope.values())]
         try:
-            answer = await self._batches.call(
-                self._admit.sha, self._keys(scopes, waiting=True), args
-            )
+            answer = await self._batches.call(*fields)
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        refused, index, retry_ms, never, *quotas = (int(value) for value in answer)
+        refused, index, retry_ms, never, *quotas = (int(value) for value in answer.split())
         if refused:
             return Admission(
                 refused=LIMIT_ORDER[refused - 1],
@@ -351,7 +372,11 @@ class RedisBackend:
         used = -1 if tokens is None else tokens
         try:
             await self._batches.call(
-                self._settle.sha, self._keys(scopes), [reservation, used, int(refund_request)]
+                "s",
+                reservation,
+                used,
+                int(refund_request),
+                *(self._prefix + scope.scope for scope in scopes),
             )
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
