@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint tools bench clean
+.PHONY: run test lint tools bench clean openapi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -52,6 +52,10 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
 	$(BIN)/python -m bench.soak --requests 500000 --out docs/benchmarks-soak.md
+
+# The data plane's contract; tests/contract/test_openapi.py holds the committed copy to it.
+openapi: $(VENV)/.runtime
+	$(BIN)/localgate openapi --out docs/openapi/gemini.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

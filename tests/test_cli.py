@@ -191,7 +191,9 @@ CONFIGURED_COMMANDS = {
     "rag delete": ["--collection", "c", "--yes"],
 }
 # Reads no configuration (a proof and a public key are all it needs), but takes --config too.
-UNCONFIGURED_COMMANDS = {"audit check-proof"}
+# Commands that read no configuration: a proof check, and the contract (the same for every
+# configuration).
+UNCONFIGURED_COMMANDS = {"audit check-proof", "openapi"}
 
 
 def _leaf_commands() -> dict[str, click.Command]:

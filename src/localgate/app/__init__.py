@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localgate.app.drain import Drain
 from localgate.app.hangup import ReloadOnHangup
-from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
+from localgate.app.operations import OPERATIONS, healthz, metrics, openapi, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
@@ -175,6 +175,7 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
             Mount("/", app=endpoint),
         ],
         lifespan=lifespan,

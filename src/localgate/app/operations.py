@@ -12,15 +12,16 @@ from localgate.app.vector import VectorLayer
 from localgate.audit.readiness import AuditReadiness
 from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices
+from localgate.gemini.openapi import openapi_document
 from localgate.identity import SqliteKeyStore
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.policy import ConfigReloader
 from localgate.upstream import Router
 
-__all__ = ["OPERATIONS", "healthz", "metrics", "readyz"]
+__all__ = ["OPERATIONS", "healthz", "metrics", "openapi", "readyz"]
 
 # The paths of the routes below.
-OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
+OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 
 
 async def healthz(request: Request) -> Response:
@@ -92,6 +93,11 @@ def _config_detail(reloader: ConfigReloader) -> dict[str, Any]:
         "reloads": reloader.attempts,
         "last_reload": reloader.last.as_dict() if reloader.last is not None else None,
     }
+
+
+async def openapi(request: Request) -> Response:
+    """The data plane's OpenAPI document (no key needed: it holds no tenant data)."""
+    return JSONResponse(openapi_document())
 
 
 async def metrics(request: Request) -> Response:

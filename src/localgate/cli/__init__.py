@@ -262,3 +262,23 @@ def redact(
             f"{session.action_for(finding.type):<13} score {finding.score:.2f}",
             err=True,
         )
+
+
+@main.command()
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the document to this file (default: print it).",
+)
+def openapi(out: Path | None) -> None:
+    """Print the data plane's OpenAPI 3.1 document (as served at /openapi.json)."""
+    from localgate.gemini.openapi import openapi_document
+
+    text = json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {out}")

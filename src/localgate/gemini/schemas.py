@@ -23,7 +23,7 @@ from pydantic_core import core_schema as cs
 from localgate.errors import InvalidArgument
 from localgate.gemini.routes import GeminiMethod
 
-__all__ = ["validate_body"]
+__all__ = ["request_schemas", "validate_body"]
 
 
 class _Field:
@@ -47,8 +47,10 @@ _STR = cs.str_schema()
 _OBJECT = cs.dict_schema(keys_schema=cs.str_schema(), values_schema=cs.any_schema())
 
 
-def _message(*fields: _Field) -> CoreSchema:
-    """A JSON object with these fields (either spelling) and any others."""
+def _message(*fields: _Field, name: str | None = None) -> CoreSchema:
+    """A JSON object with these fields (either spelling) and any others; ``name`` is the
+    schema's name where the OpenAPI document refers to it rather than repeat it."""
+    pairs = tuple((field.camel, field.name) for field in fields if field.camel != field.name)
     schema = cs.typed_dict_schema(
         {
             field.name: cs.typed_dict_field(
@@ -59,11 +61,11 @@ def _message(*fields: _Field) -> CoreSchema:
             for field in fields
         },
         extra_behavior="allow",
+        ref=None if pairs else name,
     )
-    pairs = tuple((field.camel, field.name) for field in fields if field.camel != field.name)
     if not pairs:
         return schema
-    return cs.no_info_before_validator_function(_one_spelling(pairs), schema)
+    return cs.no_info_before_validator_function(_one_spelling(pairs), schema, ref=name)
 
 
 def _one_spelling(pairs: tuple[tuple[str, str], ...]) -> Callable[[Any], Any]:
@@ -77,12 +79,21 @@ def _one_spelling(pairs: tuple[tuple[str, str], ...]) -> Callable[[Any], Any]:
     return check
 
 
-def _schemas() -> dict[GeminiMethod, SchemaValidator]:
-    """The request schemas of every route that takes a body."""
-    blob = _message(_Field("mime_type", _STR, required=True), _Field("data", _STR, required=True))
-    file_data = _message(_Field("mime_type", _STR), _Field("file_uri", _STR, required=True))
-    function_call = _message(_Field("name", _STR, required=True), _Field("args", _OBJECT))
-    function_response = _message(_Field("name", _STR, required=True), _Field("response", _OBJECT))
+def request_schemas() -> dict[GeminiMethod, CoreSchema]:
+    """The request schemas of every route that takes a body (the OpenAPI document is made
+    from these too: gemini/openapi.py)."""
+    blob = _message(
+        _Field("mime_type", _STR, required=True), _Field("data", _STR, required=True), name="Blob"
+    )
+    file_data = _message(
+        _Field("mime_type", _STR), _Field("file_uri", _STR, required=True), name="FileData"
+    )
+    function_call = _message(
+        _Field("name", _STR, required=True), _Field("args", _OBJECT), name="FunctionCall"
+    )
+    function_response = _message(
+        _Field("name", _STR, required=True), _Field("response", _OBJECT), name="FunctionResponse"
+    )
     part = _message(
         _Field("text", _STR),
         _Field("inline_data", blob),
@@ -91,13 +102,18 @@ def _schemas() -> dict[GeminiMethod, SchemaValidator]:
         _Field("function_response", function_response),
         _Field("thought", cs.bool_schema()),
         _Field("thought_signature", _STR),
+        name="Part",
     )
-    content = _message(_Field("role", _STR), _Field("parts", cs.list_schema(part), nullable=False))
+    content = _message(
+        _Field("role", _STR), _Field("parts", cs.list_schema(part), nullable=False), name="Content"
+    )
     # A conversation turn, as Google checks it: at least one part (and each part carries
     # something: _check_parts). Refused here, the request costs no audit record and no
     # upstream round trip.
     turn = _message(
-        _Field("role", _STR), _Field("parts", cs.list_schema(part, min_length=1), required=True)
+        _Field("role", _STR),
+        _Field("parts", cs.list_schema(part, min_length=1), required=True),
+        name="Turn",
     )
     contents = cs.list_schema(turn, min_length=1)
     generate_fields = (
@@ -109,7 +125,7 @@ def _schemas() -> dict[GeminiMethod, SchemaValidator]:
         _Field("generation_config", _OBJECT),
         _Field("cached_content", _STR),
     )
-    generate = _message(*generate_fields)
+    generate = _message(*generate_fields, name="GenerateContentRequest")
     nested_generate = _message(*generate_fields, _Field("model", _STR, required=True))
     count_tokens = _message(
         _Field("contents", contents), _Field("generate_content_request", nested_generate)
@@ -120,18 +136,19 @@ def _schemas() -> dict[GeminiMethod, SchemaValidator]:
         _Field("task_type", _STR),
         _Field("title", _STR),
         _Field("output_dimensionality", cs.int_schema()),
+        name="EmbedContentRequest",
     )
     batch_embed = _message(_Field("requests", cs.list_schema(embed, min_length=1), required=True))
     return {
-        GeminiMethod.GENERATE_CONTENT: SchemaValidator(generate),
-        GeminiMethod.STREAM_GENERATE_CONTENT: SchemaValidator(generate),
-        GeminiMethod.COUNT_TOKENS: SchemaValidator(count_tokens),
-        GeminiMethod.EMBED_CONTENT: SchemaValidator(embed),
-        GeminiMethod.BATCH_EMBED_CONTENTS: SchemaValidator(batch_embed),
+        GeminiMethod.GENERATE_CONTENT: generate,
+        GeminiMethod.STREAM_GENERATE_CONTENT: generate,
+        GeminiMethod.COUNT_TOKENS: count_tokens,
+        GeminiMethod.EMBED_CONTENT: embed,
+        GeminiMethod.BATCH_EMBED_CONTENTS: batch_embed,
     }
 
 
-_SCHEMAS = _schemas()
+_SCHEMAS = {method: SchemaValidator(schema) for method, schema in request_schemas().items()}
 
 
 def validate_body(method: GeminiMethod, model: str | None, body: Any) -> None:
