@@ -248,7 +248,11 @@ class FakeGemini:
         path = request.path
         if path.endswith(":streamGenerateContent"):
             return await self._stream(request, behaviour)
-        return _json(self._answer(request.method, path, body, behaviour))
+        answer = self._answer(request.method, path, body, behaviour)
+        if answer is None:
+            error = {"code": 404, "message": f"fake: no route {path}", "status": "NOT_FOUND"}
+            return web.json_response({"error": error}, status=404)
+        return _json(answer)
 
     def _answer(self, method: str, path: str, body: Any, behaviour: _Behaviour) -> Any:
         model = _model_id(path)
@@ -263,11 +267,11 @@ class FakeGemini:
         if path.endswith(":batchEmbedContents"):
             count = len(body.get("requests", [])) if isinstance(body, dict) else 0
             return {"embeddings": [{"values": [0.1 * i, 0.2, 0.3]} for i in range(count)]}
-        if method == "GET" and path.rstrip("/").endswith("/models"):
+        if method == "GET" and path.rstrip("/").endswith(("/models", "/tunedModels")):
             return {"models": [_model("gemini-2.5-flash"), _model("gemini-embedding-001")]}
-        if method == "GET" and "/models/" in path:
+        if method == "GET" and ("/models/" in path or "/tunedModels/" in path):
             return _model(path.rsplit("/", 1)[-1])
-        return {"error": {"code": 404, "message": f"fake: no route {path}", "status": "NOT_FOUND"}}
+        return None
 
     async def _stream(self, request: web.Request, behaviour: _Behaviour) -> web.StreamResponse:
         model = behaviour.model_version or _model_id(request.path)
