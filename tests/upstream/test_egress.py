@@ -18,6 +18,7 @@ from tests.connect_proxy import ConnectProxy
 
 BODY = {"contents": [{"parts": [{"text": "Hello"}]}]}
 NO_RETRIES = "retries:\n  max_attempts: 1\n"
+P = "http://p:1"
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +162,7 @@ def test_named_upstreams_inherit_ca_and_proxy_but_not_the_client_certificate(
     assert egress.ssl is not None
     assert egress.ssl.get_ca_certs()  # the private CA, not the system's
     own = NamedUpstreamSettings(base_url="https://llm.internal", proxy_url="direct")
-    assert egress_for(own.url, own, default, {"HTTPS_PROXY": "http://p:1"}).proxy is None
+    assert egress_for(own.url, own, default, {"HTTPS_PROXY": P}).proxy is None
 
 
 def test_unusable_egress_files_name_their_setting(tmp_path: Path, authority: TestAuthority) -> None:
@@ -186,17 +187,17 @@ def test_unusable_egress_files_name_their_setting(tmp_path: Path, authority: Tes
         ({"https_proxy": "http://lower:1", "HTTPS_PROXY": "http://u:2"}, "https://a", "http://lower:1"),
         ({"HTTPS_PROXY": "p.corp:3128"}, "https://api.example", "http://p.corp:3128"),
         ({"HTTP_PROXY": "http://p:1"}, "https://api.example", None),
-        ({"HTTP_PROXY": "http://p:1"}, "http://api.example", "http://p:1"),
+        ({"HTTP_PROXY": "http://p:1"}, "http://api.example", P),
         ({"ALL_PROXY": "http://all:1"}, "https://api.example", "http://all:1"),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, "https://api.example", None),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "example"}, "https://api.example", None),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".example"}, "https://api.example", None),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "ample"}, "https://api.example", "http://p:1"),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, "https://10.1.2.3", None),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, "https://11.1.2.3", "http://p:1"),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "api.example:443"}, "https://api.example:443", None),
-        ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "api.example:8443"}, "https://api.example:443", "http://p:1"),
-        ({"HTTPS_PROXY": "http://p:1", "no_proxy": "::1"}, "https://[::1]:8443", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "*"}, "https://api.example", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "example"}, "https://api.example", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": ".example"}, "https://api.example", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "ample"}, "https://api.example", P),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "10.0.0.0/8"}, "https://10.1.2.3", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "10.0.0.0/8"}, "https://11.1.2.3", P),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "api.example:443"}, "https://api.example:443", None),
+        ({"HTTPS_PROXY": P, "NO_PROXY": "api.example:8443"}, "https://api.example:443", P),
+        ({"HTTPS_PROXY": P, "no_proxy": "::1"}, "https://[::1]:8443", None),
         ({}, "https://api.example", None),
     ],
 )  # fmt: skip
