@@ -122,7 +122,10 @@ class TestAuthority:
             .issuer_name(self.certificate.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
+            # An expired one (days < 0) was valid for a day before it expired.
+            .not_valid_before(
+                min(now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days - 1))
+            )
             .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)

@@ -76,7 +76,9 @@ def trusting(authority: TestAuthority) -> ssl.SSLContext:
 
 def served_subject(port: int, context: ssl.SSLContext) -> str:
     with open_tls(port, context) as connection:
-        certificate = x509.load_der_x509_certificate(connection.getpeercert(binary_form=True))
+        certificate = x509.load_der_x509_certificate(
+            connection.getpeercert(binary_form=True) or b""
+        )
     return certificate.subject.rfc4514_string()
 
 
@@ -168,7 +170,7 @@ def test_a_rotated_certificate_is_served_to_new_connections_while_open_ones_keep
 
         # The connection opened before the rotation was not dropped and keeps its cert.
         assert raw_get(kept_open) == b"HTTP/1.1 200 OK"
-        peer = x509.load_der_x509_certificate(kept_open.getpeercert(binary_form=True))
+        peer = x509.load_der_x509_certificate(kept_open.getpeercert(binary_form=True) or b"")
         assert "CN=gateway-one" in peer.subject.rfc4514_string()
     finally:
         kept_open.close()
