@@ -83,8 +83,7 @@ def create_app(
         )
         named, closers = _named_upstreams(settings)
         metrics = GatewayMetrics()
-        if tls is not None:
-            metrics.registry.register(tls.collector())
+        metrics.server_certificate.source = tls
         trace_settings = trace_config(settings.telemetry, os.environ)
         tracing = open_tracing(trace_settings) if trace_settings is not None else None
         reloader = ConfigReloader(

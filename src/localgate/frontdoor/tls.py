@@ -24,7 +24,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,8 +32,6 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from localgate.config import ServerSettings
 
@@ -132,9 +130,10 @@ class ServerTls:
         )
         return True
 
-    def collector(self) -> Collector:
-        """Prometheus metrics: reloads by result, the served certificate's expiry."""
-        return _TlsMetrics(self)
+    @property
+    def not_after_timestamp(self) -> float:
+        """When the certificate served now expires (Unix time; for the metrics)."""
+        return self.current.not_after.timestamp()
 
     def _handshake(self, connection: Any, server_name: str | None, context: Any) -> None:
         now = self._clock()
@@ -237,28 +236,3 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
     return type(exc).__name__
-
-
-class _TlsMetrics(Collector):
-    """Read when scraped: the reload counts and the expiry of the certificate served."""
-
-    def __init__(self, tls: ServerTls) -> None:
-        self._tls = tls
-
-    def collect(self) -> Iterator[Metric]:
-        tls = self._tls
-        reloads = CounterMetricFamily(
-            "localgate_tls_certificate_reloads",
-            "Server certificate reloads after its files changed, by result (a failed one "
-            "keeps the previous certificate).",
-            labels=("result",),
-        )
-        reloads.add_metric(("ok",), tls.reloads)
-        reloads.add_metric(("failed",), tls.reload_failures)
-        yield reloads
-        expiry = GaugeMetricFamily(
-            "localgate_tls_certificate_expiry_timestamp_seconds",
-            "When the server certificate being served expires (Unix time).",
-        )
-        expiry.add_metric((), tls.current.not_after.timestamp())
-        yield expiry
