@@ -165,7 +165,11 @@ class ServerTls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_ciphers(_TLS12_CIPHERS)
-        context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+        # No renegotiation: the client certificate read at the handshake stays the
+        # connection's (a TLS 1.2 client could otherwise present another one later).
+        context.options |= (
+            ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_RENEGOTIATION
+        )
         key_file = settings.tls_key_file
         try:
             context.load_cert_chain(cert_file, key_file, password)
