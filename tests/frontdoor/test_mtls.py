@@ -3,6 +3,7 @@ of presenting the wrong ones refused in the Gemini envelope (or at the handshake
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,19 @@ def audit_header(gateway: TlsGateway, request_id: str) -> dict[str, Any]:
     return found[0]
 
 
+def access_record(gateway: TlsGateway, request_id: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = []
+
+    def written() -> bool:
+        path = gateway.settings.access_log_path
+        lines = path.read_text().splitlines() if path.exists() else []
+        found[:] = [r for r in map(json.loads, lines) if r["request_id"] == request_id]
+        return bool(found)
+
+    wait_until(written)
+    return found[0]
+
+
 def refusal(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, response.text
     error = response.json()["error"]
@@ -145,6 +159,8 @@ def test_the_sdk_authenticates_with_a_client_certificate_alone(
     assert header["auth"] == "certificate"
     assert header["certificate"] == payments.fingerprint
     assert header["key_id"] == f"cert-{payments.fingerprint[:16]}"
+    access = access_record(gateway, response.headers["x-request-id"])
+    assert (access["tenant"], access["auth"]) == ("payments", "certificate")
 
 
 def test_a_certificate_only_tenant_refuses_its_key_alone(

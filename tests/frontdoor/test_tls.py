@@ -231,3 +231,56 @@ def test_tls_files_that_cannot_be_used_are_named_at_start(
     for settings, named in cases:
         with pytest.raises(TlsFileError, match=named):
             ServerTls(settings)
+
+
+def test_an_encrypted_key_is_opened_with_its_password_file(
+    tmp_path: Path, authority: TestAuthority
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    issued = authority.server("encrypted")
+    key = serialization.load_pem_private_key(issued.key_file.read_bytes(), password=None)
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"s3cret"),
+        )
+    )
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    settings = ServerSettings(
+        tls_cert_file=issued.cert_file, tls_key_file=encrypted, tls_key_password_file=password
+    )
+    assert "CN=encrypted" in ServerTls(settings).current.subject
+    password.write_text("wrong\n")
+    with pytest.raises(TlsFileError, match="tls_key_password_file right"):
+        ServerTls(settings)
+
+
+def test_a_new_client_ca_is_picked_up_with_the_certificate_check(
+    tmp_path: Path, upstream: FakeGemini, authority: TestAuthority, served: tuple[Path, Path]
+) -> None:
+    old_clients = TestAuthority(tmp_path / "old-clients", name="old clients")
+    new_clients = TestAuthority(tmp_path / "new-clients", name="new clients")
+    client_ca = tmp_path / "clients.pem"
+    shutil.copy(old_clients.cert_file, client_ca)
+    cert_file, key_file = served
+    config = f"""
+server:
+  tls_cert_file: {cert_file}
+  tls_key_file: {key_file}
+  client_ca_file: {client_ca}
+"""
+    newcomer = new_clients.client("newcomer")
+    with_newcomer = trusting(authority)
+    with_newcomer.load_cert_chain(newcomer.cert_file, newcomer.key_file)
+    with run_tls_gateway(tmp_path / "data", upstream.base_url, config) as gateway:
+        url = f"{gateway.base_url}/healthz"
+        with pytest.raises(httpx.TransportError):
+            httpx.get(url, verify=with_newcomer, timeout=INFRASTRUCTURE_TIMEOUT_S)
+        shutil.copy(new_clients.cert_file, client_ca)
+        assert gateway.tls.check() is True
+        answer = httpx.get(url, verify=with_newcomer, timeout=INFRASTRUCTURE_TIMEOUT_S)
+        assert answer.status_code == 200

@@ -3,6 +3,8 @@ NO_PROXY), a client certificate; a real HTTPS fake upstream and a real proxy on 
 
 from __future__ import annotations
 
+import base64
+import logging
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +110,25 @@ def test_the_proxy_setting_sends_traffic_through_connect(
         assert response.status_code == 200, response.text
         assert proxy.tunnels == [f"127.0.0.1:{upstream_https.port}"]
         assert ignored.tunnels == []
+
+
+def test_proxy_credentials_are_sent_to_the_proxy_and_never_logged(
+    tmp_path: Path,
+    upstream_https: FakeGemini,
+    authority: TestAuthority,
+    no_proxy_environment: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="localgate")
+    with ConnectProxy() as proxy:
+        url = proxy.url.replace("http://", "http://egress:pr0xy-secret@")
+        config = f"upstream:\n  ca_file: {authority.cert_file}\n  proxy_url: {url}\n"
+        with run_gateway(tmp_path / "data", upstream_https.base_url, config=config) as gateway:
+            assert gateway.generate(BODY).status_code == 200
+    expected = "Basic " + base64.b64encode(b"egress:pr0xy-secret").decode()
+    assert proxy.authorizations == [expected]
+    assert f"via proxy http://127.0.0.1:{proxy.port}" in caplog.text
+    assert "pr0xy-secret" not in caplog.text
 
 
 def test_https_proxy_from_the_environment_and_no_proxy_bypass(

@@ -68,11 +68,13 @@ def create_app(
         access_log = AccessLog(settings.access_log_path)
         access_log.start()
         upstream_settings = settings.upstream
+        egress = egress_for(upstream_settings.base_url, upstream_settings, environ=os.environ)
+        logger.info("upstream %s: %s", DEFAULT_UPSTREAM, egress.describe())
         session = open_session(
             upstream_settings.max_connections,
             upstream_settings.connect_timeout_s,
             upstream_settings.timeout_s,
-            egress_for(upstream_settings.base_url, upstream_settings, environ=os.environ),
+            egress,
         )
         upstream = GeminiUpstream(
             name=DEFAULT_UPSTREAM,
@@ -213,6 +215,7 @@ def _named_upstreams(
         egress = egress_for(
             config.url, config, settings.upstream, os.environ, where=f"upstreams.{name}"
         )
+        logger.info("upstream %s: %s", name, egress.describe())
         session = open_session(
             config.max_connections, config.connect_timeout_s, config.timeout_s, egress
         )

@@ -106,15 +106,16 @@ class ServerTls:
             return False
         try:
             loaded = self._load()
-        except TlsFileError as exc:
+        except Exception as exc:  # runs inside handshakes: never let one fail
             self._failed = signature
             self.reload_failures += 1
-            self.last_error = str(exc)
+            self.last_error = str(exc) if isinstance(exc, TlsFileError) else repr(exc)
             logger.error(
                 "TLS certificate not reloaded, still serving %s (expires %s): %s",
                 self.current.subject,
                 self.current.not_after.isoformat(),
-                exc,
+                self.last_error,
+                exc_info=not isinstance(exc, TlsFileError),
             )
             return False
         self.current = loaded
