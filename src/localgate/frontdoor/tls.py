@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +92,20 @@ class ServerTls:
         self.reloads = 0
         self.reload_failures = 0
         self.last_error: str | None = None
-
-    @property
-    def mutual(self) -> bool:
-        """Whether clients are asked for certificates."""
-        return self._settings.client_ca_file is not None
+        current = self.current
+        expired = current.not_after <= datetime.now(UTC)
+        logger.log(
+            logging.ERROR if expired else logging.INFO,
+            "TLS certificate %s: %s, sha256 %s%s",
+            "EXPIRED on " + current.not_after.isoformat()
+            if expired
+            else "valid until " + current.not_after.isoformat(),
+            current.subject,
+            current.fingerprint,
+            ", client certificates verified against " + str(settings.client_ca_file)
+            if settings.client_ca_file
+            else "",
+        )
 
     def check(self) -> bool:
         """Load the files again if they changed since the last load; True if a new
