@@ -197,6 +197,13 @@ def test_a_bad_new_certificate_keeps_the_old_one_and_is_counted(
     assert 'localgate_tls_certificate_reloads_total{result="failed"} 1.0' in metrics
     assert "localgate_tls_certificate_expiry_timestamp_seconds" in metrics
 
+    ready = httpx.get(
+        f"{gateway.base_url}/readyz", verify=context, timeout=INFRASTRUCTURE_TIMEOUT_S
+    )
+    assert ready.status_code == 200  # still serving: not a reason to leave the pool
+    assert "still serving the previous one" in ready.json()["checks"]["tls"]
+    assert "CN=gateway-one" in ready.json()["tls"]["subject"]
+
     # A garbage certificate file: the same.
     cert_file.write_text("not a certificate")
     assert gateway.tls.check() is False

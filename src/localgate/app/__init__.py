@@ -154,6 +154,7 @@ def create_app(
                 "audit": trail.readiness if trail is not None else None,
                 "config": reloader,
                 "drain": draining,
+                "tls": tls,
             }
         finally:
             hangup.close()
