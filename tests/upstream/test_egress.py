@@ -232,3 +232,29 @@ def test_the_setting_wins_and_direct_means_none() -> None:
     environ = {"HTTPS_PROXY": "http://env:1"}
     assert proxy_for("https://a", "http://setting:2", environ) == "http://setting:2"
     assert proxy_for("https://a", "direct", environ) is None
+
+
+def test_a_named_upstream_uses_its_own_ca_and_inherits_the_proxy(
+    tmp_path: Path,
+    upstream_https: FakeGemini,
+    authority: TestAuthority,
+    no_proxy_environment: None,
+) -> None:
+    with ConnectProxy() as proxy:
+        config = f"""
+upstream:
+  proxy_url: {proxy.url}
+upstreams:
+  private:
+    base_url: {upstream_https.base_url}
+    api_key_env: [GEMINI_API_KEY]
+    ca_file: {authority.cert_file}
+routes:
+  - models: ["*"]
+    upstream: private
+"""
+        with run_gateway(tmp_path / "data", "http://127.0.0.1:9", config=config) as gateway:
+            response = gateway.generate(BODY)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-localgate-upstream"] == "private"
+        assert proxy.tunnels == [f"127.0.0.1:{upstream_https.port}"]
