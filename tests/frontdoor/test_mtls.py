@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from google import genai
 from google.genai import errors, types
 
@@ -251,3 +252,21 @@ def test_the_sdk_sees_a_refusal_as_its_usual_client_error(
         with pytest.raises(errors.ClientError) as raised:
             sdk.models.generate_content(model="gemini-2.5-flash", contents="Hello")
     assert raised.value.code == 403
+
+
+def test_an_expired_client_certificate_fails_the_handshake(
+    gateway: TlsGateway, authority: TestAuthority
+) -> None:
+    expired = authority.client("payments-api", days=-1)
+    with pytest.raises(httpx.TransportError):
+        post(gateway, authority, expired, PLACEHOLDER)
+
+
+def test_a_server_certificate_cannot_pose_as_a_client(
+    gateway: TlsGateway, authority: TestAuthority
+) -> None:
+    # Issued by the trusted CA for a server named like the tenant's entry, but only for
+    # server authentication (extended key usage): not a client credential.
+    server_only = authority._issue("payments-api", [], ExtendedKeyUsageOID.SERVER_AUTH, 7)
+    with pytest.raises(httpx.TransportError):
+        post(gateway, authority, server_only, PLACEHOLDER)
