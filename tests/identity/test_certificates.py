@@ -155,3 +155,32 @@ def test_tls_files_need_a_certificate(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         settings(tmp_path, "upstream:\n  proxy_url: socks5://proxy:1080\n")
     assert "http:// or https:// proxy URL" in " ".join(raised.value.problems)
+
+
+def test_the_stage_follows_reloaded_tenants_but_keeps_the_servers_start_up_mode(
+    tmp_path: Path, keys: SqliteKeyStore
+) -> None:
+    from localgate.exchange.context import RequestContext
+    from localgate.identity.stage import IdentityStage
+    from localgate.policy import PolicySnapshot
+
+    first = settings(tmp_path, TLS.format(mode="optional"))
+    current = [PolicySnapshot.build(first)]
+    stage = IdentityStage(keys, lambda: current[0], first.server)
+    ctx = RequestContext(request_id="r1", route=None)
+    with pytest.raises(PermissionDenied, match="identifies no tenant"):
+        stage.authenticate(ctx, None, certificate("a-app"))
+
+    # A reload maps the certificate, and (restart-only) asks for certificates everywhere.
+    reloaded = settings(
+        tmp_path,
+        TLS.format(mode="required")
+        + 'tenants:\n  a: {authentication: certificate, client_certificates: ["cn:a-app"]}\n',
+    )
+    current[0] = PolicySnapshot.build(reloaded, version=2)
+    stage.authenticate(ctx, None, certificate("a-app"))
+    assert ctx.principal is not None
+    assert (ctx.principal.tenant, ctx.principal.method) == ("a", "certificate")
+    # Still "optional" until a restart: a key alone is accepted.
+    stage.authenticate(ctx, keys.create("plain").key.reveal(), None)
+    assert ctx.principal.tenant == "plain"

@@ -112,7 +112,7 @@ def create_app(
         # Limits: their values come with each request's policy; the backend is opened once.
         limiter = TenantLimiter.open(settings.limits, metrics)
         pipeline = Pipeline(
-            identity=IdentityStage(keys, lambda: reloader.current),
+            identity=IdentityStage(keys, lambda: reloader.current, settings.server),
             limits=limiter,
             redaction=redaction,
             retrieval=vector.retrieval if vector else NoRetrieval(),

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from localgate.config import Authentication, Settings
+from localgate.config import Authentication, ServerSettings, Settings
 from localgate.errors import PermissionDenied, Unauthenticated
 from localgate.exchange.principal import AuthMethod, ClientCertificate, Principal
 from localgate.identity.keys import LOCALGATE_KEY_PREFIX, KeyStore
@@ -78,8 +78,10 @@ class CertificateMap:
     required: bool
 
     @classmethod
-    def build(cls, settings: Settings) -> CertificateMap:
-        """The map of ``settings`` (entries are unique per tenant: the loader checks)."""
+    def build(cls, settings: Settings, server: ServerSettings | None = None) -> CertificateMap:
+        """The map of ``settings`` (entries are unique per tenant: the loader checks), with
+        ``server``'s requirement (default: that of ``settings``)."""
+        server = server or settings.server
         return cls(
             tenants={
                 entry: name
@@ -88,8 +90,7 @@ class CertificateMap:
             },
             modes={name: tenant.authentication for name, tenant in settings.tenants.items()},
             required=(
-                settings.server.client_ca_file is not None
-                and settings.server.client_certificates == "required"
+                server.client_ca_file is not None and server.client_certificates == "required"
             ),
         )
 

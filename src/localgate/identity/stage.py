@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from localgate.config import ServerSettings
 from localgate.exchange.context import RequestContext
 from localgate.exchange.principal import ClientCertificate
 from localgate.identity.certificates import CertificateMap
@@ -22,9 +23,17 @@ class IdentityStage:
     request keeps it to the end, whatever a reload swaps in meanwhile.
     """
 
-    def __init__(self, keys: KeyStore, policies: Callable[[], PolicySnapshot]) -> None:
+    def __init__(
+        self,
+        keys: KeyStore,
+        policies: Callable[[], PolicySnapshot],
+        server: ServerSettings | None = None,
+    ) -> None:
         self.keys = keys
         self._policies = policies
+        # The server section the gateway started with (mTLS on or off, required or not):
+        # it needs a restart to change; None: the snapshot's (tests).
+        self._server = server
         # The certificate map of the last snapshot seen, rebuilt when a reload swaps it.
         self._certificates: tuple[PolicySnapshot, CertificateMap] | None = None
 
@@ -46,7 +55,8 @@ class IdentityStage:
         ctx.policy = snapshot.for_tenant(principal.tenant)
 
     def _certificate_map(self, snapshot: PolicySnapshot) -> CertificateMap | None:
-        if snapshot.settings.server.client_ca_file is None:
+        server = self._server or snapshot.settings.server
+        if server.client_ca_file is None:
             return None
         return self._map(snapshot)
 
@@ -54,6 +64,6 @@ class IdentityStage:
         cached = self._certificates
         if cached is not None and cached[0] is snapshot:
             return cached[1]
-        built = CertificateMap.build(snapshot.settings)
+        built = CertificateMap.build(snapshot.settings, self._server)
         self._certificates = (snapshot, built)
         return built
