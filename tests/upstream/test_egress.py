@@ -258,3 +258,24 @@ routes:
         assert response.status_code == 200, response.text
         assert response.headers["x-localgate-upstream"] == "private"
         assert proxy.tunnels == [f"127.0.0.1:{upstream_https.port}"]
+
+
+def test_an_upstream_wanting_a_client_certificate_it_did_not_get_is_a_502(
+    tmp_path: Path, authority: TestAuthority, no_proxy_environment: None
+) -> None:
+    served = authority.server("strict-upstream")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(served.cert_file, served.key_file)
+    context.load_verify_locations(authority.cert_file)
+    context.verify_mode = ssl.CERT_REQUIRED
+    config = f"upstream:\n  ca_file: {authority.cert_file}\n{NO_RETRIES}"
+    with (
+        FakeGemini(ssl_context=context) as strict,
+        run_gateway(tmp_path / "data", strict.base_url, config=config) as gateway,
+    ):
+        response = gateway.generate(BODY)
+        assert not strict.requests
+    # With TLS 1.3 the upstream's refusal arrives after the client's side of the handshake
+    # is done: the gateway sees the connection closed, which is all it can say.
+    assert response.status_code == 502
+    assert response.json()["error"]["status"] == "UNAVAILABLE"

@@ -312,14 +312,18 @@ class GeminiUpstream:
             return UpstreamTimeout(
                 f"{where} did not answer within {self._read_timeout_s:g}s (upstream.timeout_s)."
             )
+        section = "upstream" if self.name == "default" else f"upstreams.{self.name}"
         if isinstance(exc, aiohttp.ClientConnectorCertificateError):
             reason = getattr(exc.certificate_error, "verify_message", "") or "not trusted"
             return UpstreamUnreachable(
                 f"{where} presented a certificate the gateway does not trust ({reason}); "
-                "the operator sets the CAs to trust in upstream.ca_file."
+                f"the operator sets the CAs to trust in {section}.ca_file."
             )
         if isinstance(exc, aiohttp.ClientSSLError):
-            return UpstreamUnreachable(f"{where} is unreachable: the TLS handshake failed.")
+            return UpstreamUnreachable(
+                f"{where} is unreachable: the TLS handshake failed (does it want a client "
+                f"certificate? {section}.client_cert_file)."
+            )
         if isinstance(exc, aiohttp.ClientProxyConnectionError):
             return UpstreamUnreachable(
                 f"{where} is unreachable: could not connect to the proxy (upstream.proxy_url "
