@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import socket
 import ssl
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,3 +292,29 @@ server:
         assert gateway.tls.check() is True
         answer = httpx.get(url, verify=with_newcomer, timeout=INFRASTRUCTURE_TIMEOUT_S)
         assert answer.status_code == 200
+
+
+def test_a_stream_in_flight_finishes_across_a_rotation(
+    gateway: TlsGateway, authority: TestAuthority, served: tuple[Path, Path], upstream: FakeGemini
+) -> None:
+    context = trusting(authority)
+    hold = threading.Event()
+    upstream.stream(["one", " two", " three"], hold=hold)  # held after the first event
+    url = f"{gateway.base_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    with (
+        httpx.Client(verify=context, timeout=INFRASTRUCTURE_TIMEOUT_S) as http,
+        http.stream(
+            "POST", url, json={"contents": [{"parts": [{"text": "hi"}]}]},
+            headers={"x-goog-api-key": gateway.keys["acme"]},
+        ) as response,
+    ):  # fmt: skip
+        lines = response.iter_lines()
+        first = next(line for line in lines if line.startswith("data:"))
+        assert "one" in first
+        install(authority.server("gateway-rotated"), served)
+        assert gateway.tls.check() is True
+        assert "CN=gateway-rotated" in served_subject(gateway.port, context)
+        hold.set()
+        rest = "".join(line for line in lines if line.startswith("data:"))
+    assert "two" in rest
+    assert "three" in rest
