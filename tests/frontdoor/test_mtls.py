@@ -270,3 +270,26 @@ def test_a_server_certificate_cannot_pose_as_a_client(
     server_only = authority._issue("payments-api", [], ExtendedKeyUsageOID.SERVER_AUTH, 7)
     with pytest.raises(httpx.TransportError):
         post(gateway, authority, server_only, PLACEHOLDER)
+
+
+def test_required_refuses_model_requests_without_a_certificate_but_not_probes(
+    tmp_path: Path, fake_upstream: FakeGemini, authority: TestAuthority
+) -> None:
+    server = authority.server("gateway")
+    config = f"""
+server:
+  tls_cert_file: {server.cert_file}
+  tls_key_file: {server.key_file}
+  client_ca_file: {authority.cert_file}
+  client_certificates: required
+"""
+    with run_tls_gateway(tmp_path / "data", fake_upstream.base_url, config) as required:
+        key = required.keys["acme"]
+        message = refusal(post(required, authority, None, key), 401)
+        assert "requires a client certificate" in message
+        with httpx.Client(verify=context(authority, None)) as http:
+            assert http.get(f"{required.base_url}/healthz").status_code == 200
+            assert http.get(f"{required.base_url}/readyz").status_code == 200
+        # With some certificate of the company's CA, the key-only tenant's key works.
+        anyone = authority.client("any-app")
+        assert post(required, authority, anyone, key).status_code == 200
