@@ -3,7 +3,8 @@
 Each check is one line: what it found, and the fix when it failed. Nothing is created,
 migrated or written (the data-directory check writes and removes one temporary file).
 The connectivity checks (audit store, keys against the store, clock, vector store,
-upstream) are also what ``localgate check --connect`` runs.
+upstream) are also what ``localgate check --connect`` runs. The TLS files' checks live in
+``doctor_tls``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import stat
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from localgate.admin.checks import Check
+from localgate.admin.doctor_tls import tls_checks
 from localgate.audit.database import Database, DatabaseUnavailable
 from localgate.audit.migrate import head_revision
 from localgate.audit.trail import database, schema_version, startup_problems
 from localgate.config import ENV_AUDIT_MASTER_KEY, ENV_SIGNATURE_KEY, Settings
+from localgate.upstream.egress import Egress, EgressError, egress_for
 
 __all__ = ["Check", "Doctor"]
 
@@ -30,20 +34,6 @@ __all__ = ["Check", "Doctor"]
 MIN_FREE_BYTES = 512 * 1024 * 1024
 # Farther apart than this, the database's and this host's clocks disagree about record times.
 MAX_CLOCK_SKEW_S = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One check's result: ``fix`` says what to do when it failed."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        """For ``--json``."""
-        return asdict(self)
 
 
 class Doctor:
@@ -56,15 +46,17 @@ class Doctor:
         offline: bool = False,
         environ: Mapping[str, str] | None = None,
         timeout_s: float = 10.0,
+        tls_warn_days: float = 14.0,
     ) -> None:
         self._settings = settings
         self._offline = offline
         self._environ = os.environ if environ is None else environ
         self._timeout_s = timeout_s
+        self._tls_warn_days = tls_warn_days
 
     def run(self, *, connectivity_only: bool = False) -> list[Check]:
         """Every check (or only those that talk to other systems), in a fixed order."""
-        local: list[Callable[[], list[Check]]] = [self._data_dir, self._key_files]
+        local: list[Callable[[], list[Check]]] = [self._data_dir, self._key_files, self._tls]
         remote: list[Callable[[], list[Check]]] = [
             self._audit_store,
             self._vector_store,
@@ -132,6 +124,9 @@ class Doctor:
             else:
                 checks.append(Check(name, True, f"{path}: owner only"))
         return checks
+
+    def _tls(self) -> list[Check]:
+        return tls_checks(self._settings, self._environ, warn_days=self._tls_warn_days)
 
     # -- other systems ---------------------------------------------------------------
 
@@ -223,8 +218,12 @@ class Doctor:
                 )
             ]
         # The cheapest call there is: one page of the model list, no tokens used.
+        try:
+            egress = egress_for(base, settings.upstream, environ=self._environ)
+        except EgressError as exc:
+            return [Check("upstream", False, str(exc), "fix the file (docs/tls.md)")]
         status, problem = self._get(
-            f"{base}/v1beta/models?pageSize=1", {"x-goog-api-key": key.reveal()}
+            f"{base}/v1beta/models?pageSize=1", {"x-goog-api-key": key.reveal()}, egress
         )
         if status == 200:
             return [Check("upstream", True, f"{base}: reachable, the key is accepted")]
@@ -246,10 +245,22 @@ class Doctor:
             )
         ]
 
-    def _get(self, url: str, headers: dict[str, str]) -> tuple[int | None, str | None]:
+    def _get(
+        self, url: str, headers: dict[str, str], egress: Egress | None = None
+    ) -> tuple[int | None, str | None]:
+        """GET ``url``; through the upstream's CAs and proxy when ``egress`` is given."""
         request = urllib.request.Request(url, headers=headers)  # noqa: S310 - configured URL
+        handlers: list[urllib.request.BaseHandler] = []
+        if egress is not None:
+            scheme = urllib.parse.urlsplit(url).scheme
+            handlers.append(
+                urllib.request.ProxyHandler({scheme: egress.proxy} if egress.proxy else {})
+            )
+            if egress.ssl is not None:
+                handlers.append(urllib.request.HTTPSHandler(context=egress.ssl))
+        opener = urllib.request.build_opener(*handlers)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:  # noqa: S310
+            with opener.open(request, timeout=self._timeout_s) as response:
                 return int(response.status), None
         except urllib.error.HTTPError as exc:
             return int(exc.code), None

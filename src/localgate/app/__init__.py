@@ -23,6 +23,7 @@ from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
+from localgate.frontdoor.tls import ServerTls
 from localgate.identity import SqliteKeyStore
 from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
@@ -34,6 +35,7 @@ from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.telemetry import open_tracing, trace_config
 from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
+from localgate.upstream.egress import egress_for
 from localgate.upstream.gemini import open_session
 
 if TYPE_CHECKING:
@@ -51,13 +53,16 @@ def create_app(
     *,
     pid_file: Path | None = None,
     drain: Drain | None = None,
+    tls: ServerTls | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
     ``source`` is the configuration file the settings came from: a reload (SIGHUP,
     ``localgate reload``) reads it again. ``pid_file`` is written while the gateway runs
     and can be reloaded by SIGHUP, so that ``localgate reload`` finds it. ``drain`` says
-    when the server has started draining (``/readyz`` then answers 503).
+    when the server has started draining (``/readyz`` then answers 503). ``tls`` is the
+    server's certificate when it serves HTTPS: its metrics are exported, and a reload
+    (SIGHUP) also looks at its files.
     """
     draining = drain or Drain()
 
@@ -67,10 +72,13 @@ def create_app(
         access_log = AccessLog(settings.access_log_path)
         access_log.start()
         upstream_settings = settings.upstream
+        egress = egress_for(upstream_settings.base_url, upstream_settings, environ=os.environ)
+        logger.info("upstream %s: %s", DEFAULT_UPSTREAM, egress.describe())
         session = open_session(
             upstream_settings.max_connections,
             upstream_settings.connect_timeout_s,
             upstream_settings.timeout_s,
+            egress,
         )
         upstream = GeminiUpstream(
             name=DEFAULT_UPSTREAM,
@@ -81,6 +89,7 @@ def create_app(
         )
         named, closers = _named_upstreams(settings)
         metrics = GatewayMetrics()
+        metrics.server_certificate.source = tls
         trace_settings = trace_config(settings.telemetry, os.environ)
         tracing = open_tracing(trace_settings) if trace_settings is not None else None
         reloader = ConfigReloader(
@@ -114,7 +123,7 @@ def create_app(
         )
         shared_breakers = _share_breakers(settings, dispatcher)
         pipeline = Pipeline(
-            identity=IdentityStage(keys, lambda: reloader.current),
+            identity=IdentityStage(keys, lambda: reloader.current, settings.server),
             limits=limiter,
             redaction=redaction,
             retrieval=vector.retrieval if vector else NoRetrieval(),
@@ -141,7 +150,7 @@ def create_app(
         # little (reference counting frees most per-request garbage); 2% fewer instructions per
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
-        hangup = ReloadOnHangup(reloader, pid_file).install()
+        hangup = ReloadOnHangup(reloader, pid_file, also=tls.check if tls else None).install()
         try:
             yield {
                 "services": services,
@@ -151,6 +160,7 @@ def create_app(
                 "audit": trail.readiness if trail is not None else None,
                 "config": reloader,
                 "drain": draining,
+                "tls": tls,
             }
         finally:
             hangup.close()
@@ -212,7 +222,13 @@ def _named_upstreams(
     upstreams: dict[str, Upstream] = {}
     closers: list[Callable[[], Awaitable[None]]] = []
     for name, config in settings.upstreams.items():
-        session = open_session(config.max_connections, config.connect_timeout_s, config.timeout_s)
+        egress = egress_for(
+            config.url, config, settings.upstream, os.environ, where=f"upstreams.{name}"
+        )
+        logger.info("upstream %s: %s", name, egress.describe())
+        session = open_session(
+            config.max_connections, config.connect_timeout_s, config.timeout_s, egress
+        )
         closers.append(session.close)
         if config.kind == "vertex" and config.credentials_file is not None:
             upstreams[name] = _vertex_upstream(name, config, config.credentials_file, session)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from localgate.policy import ConfigReloader, ReloadResult
@@ -25,9 +26,17 @@ logger = logging.getLogger("localgate.config")
 class ReloadOnHangup:
     """The SIGHUP handler of the running gateway: each signal starts one reload."""
 
-    def __init__(self, reloader: ConfigReloader, pid_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        reloader: ConfigReloader,
+        pid_file: Path | None = None,
+        *,
+        also: Callable[[], object] | None = None,
+    ) -> None:
         self._reloader = reloader
         self._pid_file = pid_file
+        # Run first on each signal: the server certificate's check for changed files.
+        self._also = also
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[ReloadResult]] = set()
 
@@ -47,6 +56,8 @@ class ReloadOnHangup:
         return self
 
     def _reload(self) -> None:
+        if self._also is not None:
+            self._also()
         task = asyncio.ensure_future(self._reloader.reload())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -12,6 +12,7 @@ from localgate.app.vector import VectorLayer
 from localgate.audit.readiness import AuditReadiness
 from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices
+from localgate.frontdoor.tls import ServerTls
 from localgate.gemini.openapi import openapi_document
 from localgate.identity import SqliteKeyStore
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
@@ -53,6 +54,14 @@ async def readyz(request: Request) -> Response:
     # Shown, not a reason to be taken out of a load balancer: a rejected reload leaves
     # the last good configuration running.
     checks["config"] = _config_check(reloader)
+    tls: ServerTls | None = request.state.tls
+    if tls is not None:
+        # Shown, not a reason to be taken out: a failed reload keeps the last good certificate.
+        checks["tls"] = (
+            "ok"
+            if tls.last_error is None
+            else f"last certificate reload failed, still serving the previous one: {tls.last_error}"
+        )
     vector: VectorLayer | None = request.state.vector
     if vector is not None:
         # Shown, but not a reason to take the gateway out of a load balancer: without
@@ -68,9 +77,22 @@ async def readyz(request: Request) -> Response:
             # Shown, not a reason to be taken out of a load balancer: requests fall back
             # to other upstreams, or get a 503 naming the open one.
             "circuits": services.pipeline.dispatcher.circuits(),
+            **({"tls": _tls_detail(tls)} if tls is not None else {}),
         },
         status_code=200 if ready else 503,
     )
+
+
+def _tls_detail(tls: ServerTls) -> dict[str, Any]:
+    """The server certificate being served, and its reloads."""
+    current = tls.current
+    return {
+        "subject": current.subject,
+        "not_after": current.not_after.isoformat(),
+        "sha256": current.fingerprint,
+        "reloads": tls.reloads,
+        "reload_failures": tls.reload_failures,
+    }
 
 
 def _config_check(reloader: ConfigReloader) -> str:

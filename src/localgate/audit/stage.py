@@ -266,6 +266,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         summary.setdefault(entity_type, {})[action] = count
     fields = {
         "key_id": ctx.principal.key_id if ctx.principal else None,
+        # How the caller authenticated: key, certificate or key+certificate (mTLS).
+        "auth": ctx.principal.method if ctx.principal else None,
         "client": ctx.client,
         "route": route.method.value if route else None,
         "api_version": route.version if route else None,
@@ -273,6 +275,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         "received": ctx.received_at,
         "redaction": summary,
     }
+    if ctx.principal is not None and ctx.principal.certificate is not None:
+        fields["certificate"] = ctx.principal.certificate
     if ctx.policy is not None:
         fields["config"] = ctx.policy.config_hash
     if ctx.rag is not None:

@@ -11,11 +11,16 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from localgate import __version__
 from localgate.cli.options import config_option, load_or_exit
+
+if TYPE_CHECKING:
+    from localgate.config import Settings
+    from localgate.frontdoor.tls import ServerTls
 
 __all__ = ["PID_FILE", "main"]
 
@@ -100,6 +105,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     import uvicorn
 
     from localgate.app import create_app, server_options
+    from localgate.frontdoor.tls import tls_server_options
 
     settings, source = load_or_exit(config_path)
     logging.basicConfig(
@@ -108,12 +114,14 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     )
     bind_host = host or settings.server.host
     bind_port = settings.server.port if port is None else port
+    tls = _server_tls_or_exit(settings)
     logging.getLogger("localgate").info(
-        "localgate %s: config %s, data in %s, upstream %s, listening on http://%s:%d",
+        "localgate %s: config %s, data in %s, upstream %s, listening on %s://%s:%d",
         __version__,
         source or "<defaults>",
         settings.data_dir,
         settings.upstream.base_url,
+        "http" if tls is None else "https",
         bind_host,
         bind_port,
     )
@@ -132,17 +140,40 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     drain = Drain()
     config = uvicorn.Config(
         # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
-        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain),
+        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain, tls=tls),
         host=bind_host,
         port=bind_port,
         log_config=None,
         log_level=settings.logging.level,
         **server_options(settings),
+        **tls_server_options(tls),
     )
     server = DrainingServer(config, drain, settings.server.drain_delay_s)
     server.run()
     if not server.started:
         sys.exit(3)  # the port in use, the app's start-up failed: logged above
+
+
+def _server_tls_or_exit(settings: Settings) -> ServerTls | None:
+    """The server's TLS (None: plain HTTP) and the upstreams' egress files checked; a
+    file that cannot be used stops the start with one line naming its setting."""
+    import os
+
+    from localgate.frontdoor.tls import ServerTls, TlsFileError
+    from localgate.upstream.egress import egress_problems
+
+    problems = egress_problems(settings, os.environ)
+    tls = None
+    if settings.server.tls_cert_file is not None:
+        try:
+            tls = ServerTls(settings.server)
+        except TlsFileError as exc:
+            problems.insert(0, str(exc))
+    if problems:
+        for problem in problems:
+            click.echo(f"localgate: cannot start: {problem}", err=True)
+        sys.exit(1)
+    return tls
 
 
 @main.command()

@@ -18,13 +18,20 @@ __all__ = ["doctor", "print_checks"]
 @config_option
 @click.option("--offline", is_flag=True, help="Do not call the upstream.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def doctor(config_path: Path | None, offline: bool, as_json: bool) -> None:
-    """Check this host: configuration, files, keys, database, vector store, upstream.
+@click.option(
+    "--tls-warn-days",
+    type=float,
+    default=14.0,
+    show_default=True,
+    help="Warn about TLS certificates that expire within this many days.",
+)
+def doctor(config_path: Path | None, offline: bool, as_json: bool, tls_warn_days: float) -> None:
+    """Check this host: configuration, files, keys, TLS, database, vector store, upstream.
 
-    Exit code 1 if any check fails.
+    Exit code 1 if any check fails (a warning does not fail).
     """
     settings, _ = load_or_exit(config_path)
-    print_checks(Doctor(settings, offline=offline).run(), as_json)
+    print_checks(Doctor(settings, offline=offline, tls_warn_days=tls_warn_days).run(), as_json)
 
 
 def print_checks(checks: list[Check], as_json: bool) -> None:
@@ -33,7 +40,8 @@ def print_checks(checks: list[Check], as_json: bool) -> None:
         click.echo(json.dumps([check.as_dict() for check in checks], ensure_ascii=False, indent=2))
     else:
         for check in checks:
-            line = f"{'OK  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}"
+            status = ("WARN" if check.warning else "OK  ") if check.ok else "FAIL"
+            line = f"{status}  {check.name}: {check.detail}"
             if check.fix:
                 line += f" -- fix: {check.fix}"
             click.echo(line)

@@ -46,12 +46,19 @@ from localgate.config.retrieval import (
     TenantCacheSettings,
     TenantRagSettings,
 )
-from localgate.config.server import LoggingSettings, Sampler, ServerSettings, TelemetrySettings
+from localgate.config.server import (
+    ClientCertificates,
+    LoggingSettings,
+    Sampler,
+    ServerSettings,
+    TelemetrySettings,
+)
 from localgate.config.settings import Settings
-from localgate.config.tenants import TenantSettings
+from localgate.config.tenants import CERTIFICATE_MATCH, Authentication, TenantSettings
 from localgate.config.upstreams import (
     DEFAULT_UPSTREAM,
     CircuitBreakerSettings,
+    EgressSettings,
     NamedUpstreamSettings,
     RetrySettings,
     RouteSettings,
@@ -61,6 +68,7 @@ from localgate.config.upstreams import (
 
 __all__ = [
     "BUILTIN_TYPES",
+    "CERTIFICATE_MATCH",
     "DEFAULT_UPSTREAM",
     "ENV_AUDIT_DSN",
     "ENV_AUDIT_MASTER_KEY",
@@ -73,8 +81,11 @@ __all__ = [
     "ENV_UPSTREAM_URL",
     "Action",
     "AuditSettings",
+    "Authentication",
     "CacheSettings",
     "CircuitBreakerSettings",
+    "ClientCertificates",
+    "EgressSettings",
     "EmbeddingSettings",
     "LimitSettings",
     "LimitsSettings",

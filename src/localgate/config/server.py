@@ -6,11 +6,22 @@ import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from localgate.config.base import Section
 
-__all__ = ["LoggingSettings", "Sampler", "ServerSettings", "TelemetrySettings"]
+__all__ = [
+    "ClientCertificates",
+    "LoggingSettings",
+    "Sampler",
+    "ServerSettings",
+    "TelemetrySettings",
+]
+
+# With server.client_ca_file: "optional" asks every client for a certificate and verifies
+# the ones given (tenants decide whether they need one); "required" refuses every model
+# request that came without one (401), whatever the tenant's setting.
+ClientCertificates = Literal["optional", "required"]
 
 
 class ServerSettings(Section):
@@ -42,6 +53,27 @@ class ServerSettings(Section):
     # are believed (the client address in access log and audit comes from them).
     # Empty: no one's; such headers are ignored and the peer address is recorded.
     trusted_proxies: list[str] = Field(default_factory=list)
+    # HTTPS (docs/tls.md): the certificate chain (PEM, leaf first) and its private key
+    # (None: in the certificate file); an encrypted key's password in a file of its own.
+    # The files are read again when they change (short-lived certificates): new
+    # connections get the new certificate, open ones keep theirs.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_key_password_file: Path | None = None
+    # How often a new connection's handshake looks whether the files changed (a stat).
+    tls_reload_check_s: float = Field(10.0, gt=0)
+    # Client certificates (mTLS): the CAs whose certificates are accepted; tenants map
+    # certificates to themselves (tenants.<name>.client_certificates).
+    client_ca_file: Path | None = None
+    client_certificates: ClientCertificates = "optional"
+
+    @model_validator(mode="after")
+    def _tls_files_together(self) -> ServerSettings:
+        if self.tls_cert_file is None:
+            for name in ("tls_key_file", "tls_key_password_file", "client_ca_file"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: needs server.tls_cert_file (HTTPS) as well")
+        return self
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -124,6 +124,36 @@ class Settings(Section):
         return self
 
     @model_validator(mode="after")
+    def _client_certificates_map_to_one_tenant(self) -> Settings:
+        owners: dict[str, str] = {}
+        for name, tenant in self.tenants.items():
+            where = f"tenants.{name}"
+            uses_certificates = tenant.authentication != "key"
+            if uses_certificates and not tenant.client_certificates:
+                raise ValueError(
+                    f"{where}.client_certificates: authentication {tenant.authentication} "
+                    "needs the certificates that identify the tenant"
+                )
+            if tenant.client_certificates and not uses_certificates:
+                raise ValueError(
+                    f"{where}.authentication: is key, so client_certificates are never "
+                    "used; set certificate, key_or_certificate or key_and_certificate"
+                )
+            if uses_certificates and self.server.client_ca_file is None:
+                raise ValueError(
+                    f"{where}.authentication: {tenant.authentication} needs "
+                    "server.client_ca_file (the CAs of the client certificates)"
+                )
+            for entry in tenant.client_certificates:
+                other = owners.setdefault(entry, name)
+                if other != name:
+                    raise ValueError(
+                        f"{where}.client_certificates: {entry!r} also identifies tenant "
+                        f"{other!r}; a certificate identifies one tenant"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _postgres_needs_a_dsn(self) -> Settings:
         if self.audit.store == "postgres" and not self.audit.postgres_dsn:
             raise ValueError(

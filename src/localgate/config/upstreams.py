@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_UPSTREAM",
     "UPSTREAM_NAME",
     "CircuitBreakerSettings",
+    "EgressSettings",
     "NamedUpstreamSettings",
     "RetrySettings",
     "RouteSettings",
@@ -23,7 +24,44 @@ __all__ = [
 ]
 
 
-class UpstreamSettings(Section):
+def _proxy_url(value: str | None) -> str | None:
+    if value is None or value == "direct":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// proxy URL with a host, or 'direct'")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("a proxy URL has no path, query or fragment")
+    return value
+
+
+class EgressSettings(Section):
+    """How the gateway reaches an upstream over the network (docs/tls.md)."""
+
+    # The CAs trusted for the upstream's certificate, instead of the system's (a
+    # corporate TLS-inspecting proxy's CA, a private upstream's CA).
+    ca_file: Path | None = None
+    # The proxy to reach the upstream through: an HTTP(S) proxy taking CONNECT, or
+    # "direct" for none. Unset: HTTPS_PROXY / HTTP_PROXY / NO_PROXY from the environment.
+    proxy_url: str | None = None
+    # A client certificate (PEM) and its key, shown to the upstream (never inherited by
+    # the upstreams: section).
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+
+    @field_validator("proxy_url")
+    @classmethod
+    def _proxy(cls, value: str | None) -> str | None:
+        return _proxy_url(value)
+
+    @model_validator(mode="after")
+    def _key_with_certificate(self) -> EgressSettings:
+        if self.client_key_file is not None and self.client_cert_file is None:
+            raise ValueError("client_key_file: needs client_cert_file as well")
+        return self
+
+
+class UpstreamSettings(EgressSettings):
     """The default Gemini upstream."""
 
     base_url: str = "https://generativelanguage.googleapis.com"
@@ -54,8 +92,12 @@ _ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
 DEFAULT_UPSTREAM = "default"
 
 
-class NamedUpstreamSettings(Section):
-    """An upstream under ``upstreams.<name>``; built at start (changes need a restart)."""
+class NamedUpstreamSettings(EgressSettings):
+    """An upstream under ``upstreams.<name>``; built at start (changes need a restart).
+
+    ``ca_file`` and ``proxy_url`` left unset are the ``upstream:`` section's; the client
+    certificate is its own only.
+    """
 
     kind: Literal["gemini", "vertex"] = "gemini"
     # Required for gemini; for vertex, default https://{location}-aiplatform.googleapis.com.

@@ -9,7 +9,7 @@ from typing import Any
 
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Permit
-from localgate.exchange.principal import Principal
+from localgate.exchange.principal import ClientCertificate, Principal
 from localgate.gemini.framing import Framing
 from localgate.gemini.routes import GeminiRoute
 from localgate.policy.snapshot import TenantPolicy
@@ -30,6 +30,8 @@ class Inbound:
     query: tuple[tuple[str, str], ...] = ()
     headers: tuple[tuple[str, str], ...] = ()
     framing: Framing | None = None
+    # The verified client certificate of the connection (mTLS), if one was presented.
+    certificate: ClientCertificate | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,11 @@ class IncomingRequest:
                     headers[key] = value.decode("latin-1")
         self.headers = headers
 
+    @property
+    def scope(self) -> Scope:
+        """The request's ASGI scope."""
+        return self._scope
+
     def header(self, name: str) -> str:
         """The value of one of the headers the gateway reads, stripped; "" if absent."""
         return self.headers.get(name, "").strip()

@@ -30,6 +30,7 @@ from localgate.errors import (
 )
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
+from localgate.frontdoor.protocol import CLIENT_CERTIFICATE
 from localgate.gemini.envelope import error_envelope
 from localgate.gemini.framing import Framing, StreamEncoder, dump_json
 from localgate.gemini.routes import GeminiMethod, GeminiRoute, match_route
@@ -177,6 +178,7 @@ class GeminiEndpoint:
                 query.append(_INT_ENUMS)
         return Inbound(
             credential=_credential(request),
+            certificate=request.scope.get(CLIENT_CERTIFICATE),
             read_body=read_body,
             query=tuple(query),
             headers=tuple(

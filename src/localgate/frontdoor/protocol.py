@@ -51,8 +51,12 @@ from localgate.errors import (
 from localgate.frontdoor.body import BODY_TIMED_OUT
 from localgate.gemini.envelope import error_envelope
 from localgate.gemini.framing import dump_json
+from localgate.identity.certificates import peer_certificate
 
-__all__ = ["gateway_protocol"]
+__all__ = ["CLIENT_CERTIFICATE", "gateway_protocol"]
+
+# The scope key of the connection's verified client certificate (mTLS), if it showed one.
+CLIENT_CERTIFICATE = "localgate.client_certificate"
 
 logger = logging.getLogger("localgate")
 
@@ -146,12 +150,16 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._refusal: LocalgateError | None = None  # raised from inside a parser callback
         self._refused = False
         self._deferred: LocalgateError | None = None  # a refusal waiting for an answer to go out
+        # The client certificate the TLS handshake verified, read once per connection.
+        self._certificate: Any = None
 
     # -- connection -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Count the connection under its address, or refuse it; start the header deadline."""
         super().connection_made(transport)
+        if self.scheme == "https":
+            self._certificate = peer_certificate(transport.get_extra_info("ssl_object"))
         limits = self.limits
         address = self.client[0] if self.client else None
         if address is not None and limits.limits_address(address):
@@ -240,6 +248,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self._phase = _BODY
         if self._deadline is not None:
             self._disarm()
+        if self._certificate is not None:
+            self.scope[CLIENT_CERTIFICATE] = self._certificate  # type: ignore[literal-required]
         HttpToolsProtocol.on_headers_complete(self)
 
     def on_message_complete(self) -> None:

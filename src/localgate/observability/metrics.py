@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "PlainCounter"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "CertificateSource",
+    "GatewayMetrics",
+    "PlainCounter",
+    "ServerCertificateMetrics",
+]
 
 # Gemini calls range from milliseconds (countTokens) to minutes (long streams).
 # 0.8 s is the latency objective the shipped alert rules hold (deploy/prometheus/alerts.yml).
@@ -184,6 +196,9 @@ class GatewayMetrics:
             ("upstream",),
             registry=self.registry,
         )
+        # The server certificate (HTTPS): its reloads and expiry, once the app sets a source.
+        self.server_certificate = ServerCertificateMetrics()
+        self.registry.register(self.server_certificate)
         self._models: set[str] = set()
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}
@@ -211,6 +226,45 @@ class GatewayMetrics:
             self._models.add(model)
             return model
         return "other"
+
+
+class CertificateSource(Protocol):
+    """What the server's TLS (frontdoor/tls.py) tells about the certificate it serves."""
+
+    reloads: int
+    reload_failures: int
+
+    @property
+    def not_after_timestamp(self) -> float:
+        """When the certificate served now expires (Unix time)."""
+        ...
+
+
+class ServerCertificateMetrics(Collector):
+    """Read when scraped: certificate reloads by result, and the served one's expiry."""
+
+    def __init__(self) -> None:
+        self.source: CertificateSource | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        """Both families; samples only when the gateway serves HTTPS."""
+        source = self.source
+        reloads = CounterMetricFamily(
+            "localgate_tls_certificate_reloads",
+            "Server certificate reloads after its files changed, by result (a failed one "
+            "keeps the previous certificate).",
+            labels=("result",),
+        )
+        expiry = GaugeMetricFamily(
+            "localgate_tls_certificate_expiry_timestamp_seconds",
+            "When the server certificate being served expires (Unix time).",
+        )
+        if source is not None:
+            reloads.add_metric(("ok",), source.reloads)
+            reloads.add_metric(("failed",), source.reload_failures)
+            expiry.add_metric((), source.not_after_timestamp)
+        yield reloads
+        yield expiry
 
 
 class PlainCounter(Collector):

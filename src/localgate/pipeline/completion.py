@@ -115,6 +115,8 @@ class Completion:
             "status": status,
             "latency_ms": round(elapsed * 1000, 3),
         }
+        if principal is not None and principal.method != "key":
+            record["auth"] = principal.method  # a client certificate (mTLS) took part
         if error_status:
             record["error"] = error_status
         if ctx.trace_id:

@@ -77,7 +77,7 @@ class Pipeline:
             if route is None:  # the front door only calls with a matched route
                 raise LocalgateError("The request has no route.")
             with telemetry.stage(ctx, "identity"):
-                self.identity.authenticate(ctx, inbound.credential)
+                self.identity.authenticate(ctx, inbound.credential, inbound.certificate)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
             with telemetry.stage(ctx, "limits"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ class RecordedRequest:
     query: tuple[tuple[str, str], ...]
     headers: dict[str, str]
     body: Any
+    # Over HTTPS: the client certificate the caller presented (``getpeercert()``), if any.
+    peer_certificate: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -58,10 +61,19 @@ class _Behaviour:
 class FakeGemini:
     """The fake Gemini API server; use as a context manager or call start()/stop()."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, record: bool = True) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        record: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.record = record
+        # Serve HTTPS with this context (its certificate; client certificates if it asks).
+        self.ssl_context = ssl_context
         self.requests: list[RecordedRequest] = []
         self.stream_abandoned = threading.Event()
         self._behaviour = _Behaviour()
@@ -75,7 +87,8 @@ class FakeGemini:
     @property
     def base_url(self) -> str:
         """The URL to configure as the gateway's upstream."""
-        return f"http://{self.host}:{self.port}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> FakeGemini:
         """Start serving in a background thread; returns once the port is bound."""
@@ -204,7 +217,7 @@ class FakeGemini:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=self.ssl_context).start()
 
     async def _stop_site(self) -> None:
         if self._runner is not None:
@@ -222,6 +235,11 @@ class FakeGemini:
                         query=tuple(request.query.items()),
                         headers={name.lower(): value for name, value in request.headers.items()},
                         body=body,
+                        peer_certificate=(
+                            request.transport.get_extra_info("peercert")
+                            if request.transport is not None
+                            else None
+                        ),
                     )
                 )
             behaviour = _Behaviour(

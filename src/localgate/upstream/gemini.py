@@ -33,6 +33,7 @@ from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 from localgate.gemini.framing import SseDecoder, dump_json
 from localgate.gemini.routes import GeminiRoute
 from localgate.secret import Secret
+from localgate.upstream.egress import Egress
 from localgate.upstream.keys import KeyPool
 
 __all__ = ["GeminiUpstream", "open_session"]
@@ -81,11 +82,19 @@ _CANONICAL = {
 
 
 def open_session(
-    max_connections: int, connect_timeout_s: float, read_timeout_s: float
+    max_connections: int,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+    egress: Egress | None = None,
 ) -> aiohttp.ClientSession:
-    """The shared, pooled HTTP client; create it in the app's lifespan and close it there."""
+    """The shared, pooled HTTP client; create it in the app's lifespan and close it there.
+
+    ``egress`` is the upstream's TLS context (trusted CAs, client certificate) and proxy.
+    """
+    context = egress.ssl if egress is not None and egress.ssl is not None else True
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300),
+        connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=300, ssl=context),
+        proxy=egress.proxy if egress is not None else None,
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s
         ),
@@ -302,6 +311,27 @@ class GeminiUpstream:
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
             return UpstreamTimeout(
                 f"{where} did not answer within {self._read_timeout_s:g}s (upstream.timeout_s)."
+            )
+        section = "upstream" if self.name == "default" else f"upstreams.{self.name}"
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            reason = getattr(exc.certificate_error, "verify_message", "") or "not trusted"
+            return UpstreamUnreachable(
+                f"{where} presented a certificate the gateway does not trust ({reason}); "
+                f"the operator sets the CAs to trust in {section}.ca_file."
+            )
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return UpstreamUnreachable(
+                f"{where} is unreachable: the TLS handshake failed (does it want a client "
+                f"certificate? {section}.client_cert_file)."
+            )
+        if isinstance(exc, aiohttp.ClientProxyConnectionError):
+            return UpstreamUnreachable(
+                f"{where} is unreachable: could not connect to the proxy (upstream.proxy_url "
+                "or HTTPS_PROXY)."
+            )
+        if isinstance(exc, aiohttp.ClientHttpProxyError):
+            return UpstreamUnreachable(
+                f"{where} is unreachable: the proxy refused to connect to it (HTTP {exc.status})."
             )
         if isinstance(exc, aiohttp.ClientConnectorError):
             return UpstreamUnreachable(f"{where} is unreachable: could not connect.")
