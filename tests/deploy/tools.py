@@ -1,0 +1,38 @@
+"""The deployment files' paths and the validators the tests run (installed by the dev extra)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+
+
+def tool(name: str) -> str:
+    """The executable ``name`` beside this Python (the dev extra installs it there), else on
+    PATH; missing, the test fails under CI=true and is skipped elsewhere."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        message = f"{name} is missing: pip install -e '.[dev]' installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def load_yaml(path: Path) -> Any:
+    """One YAML document."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def load_all_yaml(path: Path) -> list[Any]:
+    """Every document of a YAML file (empty ones left out)."""
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
