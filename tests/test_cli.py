@@ -167,6 +167,7 @@ CONFIGURED_COMMANDS = {
     "check": [],
     "reload": [],
     "doctor": ["--offline"],
+    "migrate": [],
     "redact": ["text"],
     "keys create": ["--tenant", "acme"],
     "keys list": [],
