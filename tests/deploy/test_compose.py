@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from localgate.audit.checkpoint import load_signer
 from localgate.audit.crypto import load_or_create_master_key
@@ -111,7 +112,16 @@ def test_grafana_s_dashboard_is_the_one_in_the_repository() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{dashboard} is missing")
         pytest.skip(f"{dashboard} is not in this checkout yet")
-    assert json.loads(dashboard.read_text())["panels"]
+    board = json.loads(dashboard.read_text())
+    assert board["panels"]
+    # Its panels ask for a Prometheus data source: the one provisioned is Prometheus and the
+    # default, so the dashboard works without an import step.
+    datasources = load_yaml(
+        binds(services()["grafana"])["/etc/grafana/provisioning/datasources"] / "prometheus.yaml"
+    )["datasources"]
+    assert [(d["type"], d["isDefault"]) for d in datasources] == [("prometheus", True)]
+    chooser = [v for v in board["templating"]["list"] if v["type"] == "datasource"]
+    assert all(v["query"] == "prometheus" for v in chooser)
 
 
 def test_every_dependency_is_a_service_of_the_stack_and_one_shots_run_first() -> None:
@@ -238,6 +248,26 @@ def test_prometheus_scrapes_both_replicas_and_loads_the_shipped_alerts() -> None
         binds(services()["grafana"])["/etc/grafana/provisioning/datasources"] / "prometheus.yaml"
     )
     assert urlsplit(datasources["datasources"][0]["url"]).hostname == "prometheus"
+
+
+def test_promtool_accepts_the_prometheus_configuration_with_the_shipped_rules(
+    tmp_path: Path,
+) -> None:
+    prometheus = services()["prometheus"]
+    config = load_yaml(binds(prometheus)["/etc/prometheus/prometheus.yml"])
+    # The rules at the path the container sees are the repository's file.
+    config["rule_files"] = [str(binds(prometheus)[path]) for path in config["rule_files"]]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+
+    result = subprocess.run(  # noqa: S603 - promtool on a copy of the repository's file
+        [tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
 
 
 def test_published_ports_are_loopback_only_and_the_test_services_match_the_tests() -> None:

@@ -21,7 +21,7 @@ def tool(name: str) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
-        message = f"{name} is missing: pip install -e '.[dev]' installs it"
+        message = f"{name} is missing: `make test` installs it (the dev extra, or make tools)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
