@@ -148,3 +148,27 @@ def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
     for path in copied:
         assert (ROOT / path).exists(), path
     assert included == {"pyproject.toml", "README.md", "src", "deploy/docker"}
+
+
+def test_the_wheel_the_image_installs_carries_every_file_of_the_package() -> None:
+    """The image runs localgate from its wheel, not from the source tree: a module outside a
+    package (no __init__.py) or a data file outside package-data would be missing there
+    while every test run from the tree passes."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["localgate"]
+    package = ROOT / "src" / "localgate"
+    files = [
+        path
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+
+    assert setuptools["packages"]["find"]["where"] == ["src"]
+    for path in files:
+        relative = path.relative_to(package)
+        if path.suffix == ".py":
+            # find_packages takes a folder only if it (and each parent) is a package.
+            for folder in relative.parents:
+                assert (package / folder / "__init__.py").exists(), relative
+        else:
+            assert any(relative.match(pattern) for pattern in patterns), relative
