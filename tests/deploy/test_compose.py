@@ -21,7 +21,7 @@ from localgate.audit.checkpoint import load_signer
 from localgate.audit.crypto import load_or_create_master_key
 from localgate.config import Settings, load_settings
 from localgate.secret import load_or_create_key
-from tests.deploy.tools import ROOT, load_yaml, tool
+from tests.deploy.tools import MAKE_KEYS, ROOT, load_yaml, make_keys, tool
 
 REPLICAS = ("gateway-1", "gateway-2")
 TEST_SERVICES = {"test-postgres", "test-redis", "test-chroma"}
@@ -296,35 +296,17 @@ def test_published_ports_are_loopback_only_and_the_test_services_match_the_tests
 
 
 def test_the_key_script_makes_every_key_once_owner_only_and_they_load(tmp_path: Path) -> None:
-    folders = {
-        "LOCALGATE_KEYS_DIR": tmp_path / "keys",
-        "LOCALGATE_POSTGRES_SECRET_DIR": tmp_path / "postgres",
-        "LOCALGATE_GRAFANA_SECRET_DIR": tmp_path / "grafana",
-    }
-    for folder in folders.values():
-        folder.mkdir()
-    script = binds(services()["keys"])["/opt/localgate/make-keys.sh"]
-    bin_dir = Path(tool("localgate")).parent
-    environment = {
-        **os.environ,
-        **{name: str(path) for name, path in folders.items()},
-        "LOCALGATE_KEYS_OWNER": f"{os.getuid()}:{os.getgid()}",
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "LOCALGATE_CONFIG": "",
-        "LOCALGATE_DATA_DIR": str(tmp_path / "data"),
-    }
+    assert binds(services()["keys"])["/opt/localgate/make-keys.sh"] == MAKE_KEYS
 
-    def run() -> dict[str, bytes]:
-        result = subprocess.run(  # noqa: S603 - the repository's script
-            ["/bin/sh", str(script)], env=environment, capture_output=True, check=False
-        )
-        assert result.returncode == 0, result.stderr.decode()
+    def contents() -> dict[str, bytes]:
         return {p.name: p.read_bytes() for f in folders.values() for p in sorted(f.iterdir())}
 
-    first = run()
-    second = run()
+    folders = make_keys(tmp_path)
+    first = contents()
+    make_keys(tmp_path)
+    second = contents()
 
-    keys = folders["LOCALGATE_KEYS_DIR"]
+    keys = folders["keys"]
     assert {p.name for p in keys.iterdir()} == {
         "master.key",
         "signing.key",
@@ -337,6 +319,9 @@ def test_the_key_script_makes_every_key_once_owner_only_and_they_load(tmp_path: 
     load_or_create_master_key(None, keys / "master.key", create=False)
     load_signer(keys / "signing.key")
     assert len(load_or_create_key(None, keys / "signature-seal.key")) == 32
-    password = (folders["LOCALGATE_POSTGRES_SECRET_DIR"] / "password").read_text().strip()
+    password = (folders["postgres"] / "password").read_text().strip()
     assert len(password) >= 32
     assert (keys / "pgpass").read_text() == f"postgres:5432:localgate:localgate:{password}\n"
+    # The files the database's and Grafana's own users read.
+    for secret in (folders["postgres"] / "password", folders["grafana"] / "admin-password"):
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o444
