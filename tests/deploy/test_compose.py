@@ -182,6 +182,18 @@ def test_the_urls_the_replicas_are_given_name_the_stack_s_services_and_ports() -
     assert set(stack["otel-collector"]["networks"]) & set(stack["gateway-1"]["networks"])
 
 
+def test_the_collector_s_pipeline_uses_only_components_it_defines() -> None:
+    collector = load_yaml(binds(services()["otel-collector"])["/etc/otelcol/config.yaml"])
+    (pipeline,) = collector["service"]["pipelines"].values()
+
+    assert list(collector["service"]["pipelines"]) == ["traces"]
+    for kind in ("receivers", "processors", "exporters"):
+        assert pipeline[kind], kind
+        assert set(pipeline[kind]) <= set(collector[kind]), kind
+    # memory_limiter first, as the collector's documentation requires.
+    assert pipeline["processors"][0] == "memory_limiter"
+
+
 def test_the_replicas_configuration_shares_state_and_reads_every_secret_from_a_file() -> None:
     replica = services()["gateway-1"]
     settings = gateway_settings()

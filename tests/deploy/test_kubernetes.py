@@ -165,6 +165,8 @@ def test_the_pod_disruption_budget_and_autoscaler_keep_a_replica_serving() -> No
     assert autoscaler["scaleTargetRef"]["name"] == deployment()["metadata"]["name"]
     assert autoscaler["minReplicas"] > budget["minAvailable"]
     assert autoscaler["maxReplicas"] >= autoscaler["minReplicas"]
+    # The autoscaler owns the count: a replicas field would reset it on every apply.
+    assert "replicas" not in deployment()["spec"]
 
 
 def test_the_migration_job_runs_localgate_migrate_before_the_rollout() -> None:
