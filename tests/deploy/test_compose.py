@@ -207,6 +207,8 @@ def test_the_replicas_configuration_shares_state_and_reads_every_secret_from_a_f
     assert PurePosixPath(str(settings.audit.signing_key_file)).parent == keys
     assert PurePosixPath(str(settings.proxy.signature_key_file)).parent == keys
     assert str(settings.upstream.api_key_file) in secrets
+    for secret in replica["secrets"]:
+        assert (secret["uid"], secret["gid"], secret["mode"]) == ("10001", "10001", "0400")
     assert PurePosixPath(replica["environment"]["PGPASSFILE"]).parent == keys
     assert settings.server.host == "0.0.0.0"  # noqa: S104
     assert settings.server.drain_delay_s > 0

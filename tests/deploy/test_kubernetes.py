@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
+import stat
+import subprocess
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -147,6 +149,9 @@ def test_the_pods_run_unprivileged_on_a_read_only_root_with_resources() -> None:
         assert {"cpu", "memory"} <= set(gateway["resources"]["requests"])
         assert "memory" in gateway["resources"]["limits"]
         # What a read-only root leaves writable: the data directory and /tmp, as volumes.
+        for init in spec.get("initContainers", []):
+            assert init["securityContext"] == context
+            assert {"cpu", "memory"} <= set(init["resources"]["limits"])
         mounted = {mount["mountPath"] for mount in gateway["volumeMounts"]}
         assert {"/var/lib/localgate", "/tmp"} <= mounted  # noqa: S108 - a mount point
 
@@ -220,17 +225,75 @@ def test_no_secret_is_inlined_and_every_secret_is_referenced_by_name(tmp_path: P
                 assert "secretKeyRef" in variable.get("valueFrom", {}), name
     volumes = deployment()["spec"]["template"]["spec"]["volumes"]
     secrets = {v["name"]: v["secret"] for v in volumes if "secret" in v}
+    # Owner and group (fsGroup) only: never readable by others.
+    assert all(secret["defaultMode"] & 0o007 == 0 for secret in secrets.values())
+    # The gateway itself mounts no Secret: it reads the owner-only copies key-files makes.
+    gateway_mounts = {m["name"] for m in container(deployment())["volumeMounts"]}
+    assert not gateway_mounts & set(secrets)
+
+
+def test_every_key_file_the_gateway_reads_is_an_owner_only_copy_of_a_secret(
+    tmp_path: Path,
+) -> None:
+    spec = deployment()["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (init,) = spec["initContainers"]
+    copies = dict(re.findall(r"install -m 0600 (\S+)/\* (\S+)/", init["command"][-1]))
+    init_mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+    gateway_mounts = {m["mountPath"]: m["name"] for m in container(deployment())["volumeMounts"]}
     settings = configured(tmp_path)
-    mounts = {m["name"]: m["mountPath"] for m in container(deployment())["volumeMounts"]}
+
+    assert init["image"] == container(deployment())["image"]
     for path in (
         settings.audit.master_key_file,
         settings.audit.signing_key_file,
         settings.proxy.signature_key_file,
         settings.upstream.api_key_file,
     ):
-        assert any(str(path).startswith(mounts[name] + "/") for name in secrets), path
-    # Owner and group (fsGroup) only: never readable by others.
-    assert all(secret["defaultMode"] & 0o007 == 0 for secret in secrets.values())
+        folder = str(PurePosixPath(str(path)).parent)
+        (source,) = [s for s, target in copies.items() if target == folder]
+        assert "secret" in volumes[init_mounts[source]], path
+        # The same in-memory volume in both containers.
+        assert gateway_mounts[folder] == init_mounts[folder]
+        assert volumes[gateway_mounts[folder]]["emptyDir"]["medium"] == "Memory"
+
+
+def test_the_key_copy_follows_kubernetes_secret_links_and_leaves_owner_only_files(
+    tmp_path: Path,
+) -> None:
+    """key-files' command, run on a folder laid out as the kubelet lays out a Secret volume
+    (files are links into a timestamped folder through ``..data``)."""
+    (init,) = deployment()["spec"]["template"]["spec"]["initContainers"]
+    script = init["command"][-1]
+    root = tmp_path / "root"
+    contents = {"keys": ["master.key", "signing.key", "signature-seal.key"], "upstream": []}
+    contents["upstream"] = ["gemini-api-key"]
+    for name, files in contents.items():
+        secret = root / "etc/localgate/secrets" / name
+        version = secret / "..2026_12_01_00_00_00.000000001"
+        version.mkdir(parents=True)
+        (secret / "..data").symlink_to(version.name)
+        for file in files:
+            (version / file).write_text(f"{name}/{file}\n")
+            (version / file).chmod(0o440)
+            (secret / file).symlink_to(f"..data/{file}")
+        (root / "etc/localgate" / name).mkdir()
+
+    result = subprocess.run(  # noqa: S603 - the manifest's own command, on a test folder
+        [init["command"][0], init["command"][1], script.replace("/etc/", f"{root}/etc/")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    for name, files in contents.items():
+        copied = sorted((root / "etc/localgate" / name).iterdir())
+        assert [p.name for p in copied] == sorted(files)
+        for path in copied:
+            assert not path.is_symlink()
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            assert path.read_text() == f"{name}/{path.name}\n"
 
 
 def test_egress_is_allowed_only_to_dns_the_stores_and_the_egress_proxy(tmp_path: Path) -> None:
