@@ -339,3 +339,19 @@ def test_the_key_script_makes_every_key_once_owner_only_and_they_load(tmp_path: 
     # The files the database's and Grafana's own users read.
     for secret in (folders["postgres"] / "password", folders["grafana"] / "admin-password"):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o444
+
+
+def test_every_deployment_file_docs_deploy_names_is_in_the_repository() -> None:
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    named = set(
+        re.findall(r"`((?:deploy/[\w./-]+)|compose\.yaml|Dockerfile|\.dockerignore)`", guide)
+    )
+
+    assert {"compose.yaml", "Dockerfile", "deploy/haproxy/haproxy.cfg"} <= named
+    # The dashboard comes with its own change (test_grafana_s_dashboard_is_...).
+    missing = [
+        path
+        for path in named
+        if not (ROOT / path).exists() and path != "deploy/grafana/localgate.json"
+    ]
+    assert missing == []
