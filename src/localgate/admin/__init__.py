@@ -12,6 +12,8 @@ API will be another:
   ``check_proof``, which needs no configuration)
 - ``cache``    what the answer cache holds, and clearing it (``CacheAdmin``)
 - ``rag``      retrieval collections: ingest, search, list, delete (``RagAdmin``)
+- ``migrations`` the configured databases brought to this version's schema
+  (``migrate_databases``, for ``localgate migrate``)
 
 Import the module you need: this package re-exports nothing, so ``localgate keys list``
 does not pay for the audit store or the vector store it never opens.

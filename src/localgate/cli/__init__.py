@@ -58,6 +58,11 @@ _LAZY_GROUPS = {
         "doctor",
         "Check this host: configuration, files, keys, database, vector store, upstream.",
     ),
+    "migrate": (
+        "localgate.cli.migrate",
+        "migrate",
+        "Apply the pending schema migrations of the configured databases, then exit.",
+    ),
 }
 
 

@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+# localgate's container image: `docker build -t localgate .` (docs/deploy.md).
+#
+# Two stages: the first builds wheels of localgate and of its runtime dependencies only
+# (no extras: neither the dev tools nor the semantic embedder's torch); the second installs
+# them offline into a slim Python and runs as an unprivileged user.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+RUN pip wheel --wheel-dir /wheels .
+
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="localgate" \
+      org.opencontainers.image.description="Self-hosted Gemini gateway that keeps personal data inside the company" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    LOCALGATE_CONFIG=/etc/localgate/localgate.yaml \
+    LOCALGATE_DATA_DIR=/var/lib/localgate
+# A fixed uid/gid, so that volumes and Kubernetes' runAsUser/fsGroup can name it.
+RUN groupadd --system --gid 10001 localgate \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home \
+       --home-dir /var/lib/localgate --shell /usr/sbin/nologin localgate
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-index --find-links=/wheels /wheels/localgate-*.whl
+# /etc/localgate/keys: where key files are mounted (or written by `localgate audit keygen`);
+# owner-only, as the gateway refuses key files others can read.
+RUN mkdir -p /etc/localgate/keys /var/lib/localgate \
+    && chown localgate:localgate /etc/localgate/keys /var/lib/localgate \
+    && chmod 0700 /etc/localgate/keys /var/lib/localgate
+COPY --chown=root:root --chmod=0644 deploy/docker/localgate.yaml /etc/localgate/localgate.yaml
+VOLUME ["/etc/localgate", "/var/lib/localgate"]
+USER 10001:10001
+WORKDIR /var/lib/localgate
+EXPOSE 8080
+# /healthz: the process answers (readiness, /readyz, is for load balancers and Kubernetes).
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+ENTRYPOINT ["localgate"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

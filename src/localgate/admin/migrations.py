@@ -1,0 +1,90 @@
+"""Bringing the configured databases to this version's schema, outside the gateway.
+
+A gateway migrates at start too; running it once beforehand (a Kubernetes Job, a compose
+one-shot service) lets an operator see a failed migration before a rollout, and keeps
+replicas that start together from all waiting on the same lock. The migrations themselves
+live with their stores (``audit/migrate.py``); this only calls them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from localgate.audit.database import DatabaseUnavailable
+from localgate.audit.migrate import head_revision, upgrade_schema
+from localgate.audit.trail import database, schema_version
+from localgate.config import Settings
+from localgate.errors import FailedPrecondition
+from localgate.identity.keys import SqliteKeyStore
+
+__all__ = ["CURRENT", "MigratedStore", "migrate_databases"]
+
+# The schema "version" of a store without numbered migrations, once it is in place.
+CURRENT = "current"
+
+
+@dataclass(frozen=True)
+class MigratedStore:
+    """One store and its schema before and after (``None`` before: it was empty)."""
+
+    name: str
+    location: str
+    before: str | None
+    after: str
+
+
+def migrate_databases(settings: Settings) -> list[MigratedStore]:
+    """Apply every pending migration of the state store and the audit store.
+
+    Raises ``FailedPrecondition`` with one line (never the DSN, which can hold a password)
+    when a database cannot be reached or a migration fails.
+    """
+    migrated = [_state_store(settings)]
+    if settings.proxy.enable_audit:
+        migrated.append(_audit_store(settings))
+    return migrated
+
+
+def _state_store(settings: Settings) -> MigratedStore:
+    # The embedded key store creates its tables when opened; it has no versions yet.
+    path = settings.state_db_path
+    try:
+        SqliteKeyStore(path).close()
+    except OSError as exc:
+        raise FailedPrecondition(f"state store {path}: {exc.strerror or exc}") from exc
+    except sqlite3.Error as exc:
+        raise FailedPrecondition(f"state store {path}: {_first_line(exc)}") from exc
+    return MigratedStore("state", str(path), CURRENT, CURRENT)
+
+
+def _audit_store(settings: Settings) -> MigratedStore:
+    store = settings.audit.store
+    location = (
+        str(settings.audit_db_path)
+        if store == "sqlite" or not settings.audit.postgres_dsn
+        else "postgres (audit.postgres_dsn)"
+    )
+    try:
+        db = database(settings)()
+    except DatabaseUnavailable as exc:
+        raise FailedPrecondition(f"audit store ({store}): {exc}") from exc
+    try:
+        before = schema_version(db)
+        url = db.sqlalchemy_url
+    finally:
+        db.close()
+    try:
+        upgrade_schema(url)
+    except Exception as exc:  # Alembic and the drivers raise their own trees
+        raise FailedPrecondition(
+            f"audit store ({store}): migration failed: {_first_line(exc)}"
+        ) from exc
+    return MigratedStore("audit", location, before, head_revision())
+
+
+def _first_line(exc: BaseException) -> str:
+    # SQLAlchemy wraps the driver's error; its own first line is the driver's message.
+    origin = getattr(exc, "orig", None) or exc
+    lines = str(origin).strip().splitlines()
+    return lines[0] if lines else type(origin).__name__
