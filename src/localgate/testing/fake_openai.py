@@ -167,7 +167,7 @@ class FakeOpenAI:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        body = orjson.loads(raw) if raw else None
+        body: Any = orjson.loads(raw) if raw else {}
         with self._lock:
             self.requests.append(
                 RecordedRequest(
