@@ -137,7 +137,23 @@ def test_bad_splits_are_refused_with_their_field_path(
         (
             "upstreams: {vx: {kind: vertex, project: acme-prod, location: us-central1,"
             " credentials_file: f, api_key_env: K}}",
-            "upstreams.vx: api_key_env and api_key_file are for kind: gemini upstreams",
+            "upstreams.vx: api_key_env and api_key_file are for kind: gemini and openai upstreams",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai}}",
+            "upstreams.vllm: base_url is required for kind: openai",
+        ),
+        (
+            "upstreams: {eu: {kind: gemini, base_url: 'https://x', redaction: false}}",
+            "upstreams.eu: models and redaction are for kind: openai upstreams",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai, base_url: 'http://v:8000/v1', models: {'a b': c}}}",
+            "upstreams.vllm.models: 'a b' is not a model name",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai, base_url: 'http://v:8000/v1', project: acme-prod}}",
+            "upstreams.vllm: project, location and credentials_file are for kind: vertex",
         ),
     ],
 )
