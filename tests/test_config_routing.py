@@ -173,3 +173,32 @@ def test_a_vertex_upstream_defaults_to_its_regional_endpoint(tmp_path: Path) -> 
     settings, _ = load_settings(path, {})
 
     assert settings.upstreams["vx"].url == "https://europe-west4-aiplatform.googleapis.com"
+
+
+def test_check_says_which_routes_are_not_redacted(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "upstreams:\n"
+        "  a: {kind: openai, base_url: 'http://a:8000/v1', redaction: false}\n"
+        "  b: {kind: openai, base_url: 'http://b:8000/v1'}\n"
+        "routes:\n"
+        "  - {models: inhouse, upstream: a}\n"
+        "  - {models: mixed, upstream: a, fallback: [default]}\n"
+        "  - {models: redacted, upstream: b}\n"
+    )
+
+    result = CliRunner().invoke(main, ["check", "--config", str(config)])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [
+        line.startswith("route ") and "NOT redacted" in line
+        for line in lines
+        if line.startswith("route ")
+    ] == [
+        True,
+        False,
+        False,
+    ]
+    # Keys are optional for an OpenAI-compatible server: no note about them.
+    assert "has no API key" not in result.output

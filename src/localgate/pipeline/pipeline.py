@@ -41,7 +41,7 @@ _REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
-    """identity → limits → redaction → retrieval → cache → audit → dispatch → response.
+    """identity → limits → route plan → redaction → retrieval → cache → audit → dispatch → response.
 
     However a request goes, ``completion`` ends it once: a unary answer has ended when
     ``run`` returns it, a refusal when ``run`` raises, a stream when its events end or
