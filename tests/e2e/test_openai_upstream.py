@@ -486,3 +486,33 @@ def test_readyz_shows_a_server_that_is_down_as_degraded(
     assert response.status_code == 200  # shown, not a reason to leave the load balancer
     assert response.json()["checks"]["upstream:inhouse"].startswith("degraded: ")
     assert "unreachable" in response.json()["checks"]["upstream:inhouse"]
+
+
+def test_pii_in_tool_arguments_and_results_is_redacted_and_restored(
+    gateway: RunningGateway, fake: FakeOpenAI
+) -> None:
+    email = "ada.lovelace@example.com"
+    history = [
+        {"role": "user", "parts": [{"text": "Find the customer."}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "find", "args": {"phone": PHONE}}}]},
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "find", "response": {"email": email}}}],
+        },
+    ]
+    first = gateway.generate({"contents": history}, model="gemini-local")
+    assert first.status_code == 200, first.text
+    seen = orjson.dumps(sent(fake)[0]).decode()
+    assert PHONE not in seen
+    assert email not in seen
+    # The server calls a tool with what it saw (the placeholder of the phone number).
+    placeholder = orjson.loads(
+        sent(fake)[0]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    )
+    fake.script(ScriptedAnswer(tool_calls=(("notify", orjson.dumps(placeholder).decode()),)))
+
+    second = gateway.generate({"contents": history}, model="gemini-local")
+
+    assert second.status_code == 200, second.text
+    call = second.json()["candidates"][0]["content"]["parts"][0]["functionCall"]
+    assert (call["name"], call["args"]) == ("notify", {"phone": PHONE})

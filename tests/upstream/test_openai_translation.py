@@ -372,6 +372,10 @@ def test_usage_keeps_cached_and_reasoning_tokens() -> None:
             "contents[0].parts[0].fileData",
         ),
         (
+            {"contents": [{"parts": [{"text": "x", "videoMetadata": {"fps": 1}}]}]},
+            "contents[0].parts[0].videoMetadata",
+        ),
+        (
             {"contents": [{"parts": [{"inlineData": {"mimeType": "audio/wav", "data": "AA=="}}]}]},
             "contents[0].parts[0].inlineData.mimeType",
         ),

@@ -12,6 +12,7 @@ Retry-After, 5xx); a stream that breaks off raises, and the client gets an error
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -53,6 +54,8 @@ _MAX_ERROR_BODY = 1 << 20
 _MAX_EVENT_BYTES = 64 << 20
 # The part of the server's own error message a client sees.
 _MAX_MESSAGE = 500
+# /readyz waits at most this long for the probe (a hanging server must not hang /readyz).
+_PROBE_TIMEOUT_S = 5.0
 _GENERATING = ("generateContent", "streamGenerateContent", "countTokens")
 _EMBEDDING = ("embedContent", "batchEmbedContents")
 
@@ -176,9 +179,13 @@ class OpenAICompatUpstream:
             return self._probe_problem
         self._probed_at = now
         try:
-            listing = await self._request("GET", "models", None)
+            async with asyncio.timeout(_PROBE_TIMEOUT_S):
+                listing = await self._request("GET", "models", None)
         except LocalgateError as exc:
             self._probe_problem = _short(exc.message)
+            return self._probe_problem
+        except TimeoutError:
+            self._probe_problem = f"GET /models did not answer within {_PROBE_TIMEOUT_S:g}s"
             return self._probe_problem
         data = listing.get("data") if isinstance(listing, dict) else None
         if not isinstance(data, list):

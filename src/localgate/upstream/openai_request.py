@@ -75,6 +75,9 @@ def chat_request(body: Any, model: str, *, stream: bool) -> dict[str, Any]:
     for turn, content in enumerate(contents):
         where = f"contents[{turn}]"
         content = _camel(_object(content, where))
+        for key in content:
+            if key not in ("role", "parts"):
+                raise _refused(f"{where}.{key}", "a content has a role and parts only")
         role = content.get("role", "user")
         parts = content.get("parts")
         if not isinstance(parts, list):
@@ -183,7 +186,7 @@ def _assistant(
     calls: list[tuple[str, str]] = []
     for index, part in enumerate(parts):
         part_where = f"{where}.parts[{index}]"
-        part = _camel(_object(part, part_where))
+        part = _part(part, part_where)
         if part.get("thought") is True:
             continue  # the model's own reasoning summary: not part of what it said
         if "text" in part:
@@ -221,7 +224,7 @@ def _user(
     unanswered = list(calls)
     for index, part in enumerate(parts):
         part_where = f"{where}.parts[{index}]"
-        part = _camel(_object(part, part_where))
+        part = _part(part, part_where)
         if "text" in part:
             content.append({"type": "text", "text": _string(part["text"], f"{part_where}.text")})
         elif "inlineData" in part:
@@ -266,6 +269,20 @@ def _image(blob: Any, where: str) -> dict[str, Any]:
     if not isinstance(data, str):
         raise InvalidArgument(f"{where}.data: base64 data is required.")
     return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+
+
+# The keys a part may have besides its one kind (text, inlineData, ...).
+_PART_EXTRAS = frozenset({"thought", "thoughtSignature"})
+_PART_KINDS = frozenset({"text", "inlineData", "functionCall", "functionResponse"})
+
+
+def _part(value: Any, where: str) -> dict[str, Any]:
+    """A part whose every key the translation carries (or knowingly leaves out)."""
+    part = _camel(_object(value, where))
+    for key in part:
+        if key not in _PART_KINDS and key not in _PART_EXTRAS:
+            _unsupported_part({key: part[key]}, where)
+    return part
 
 
 def _unsupported_part(part: dict[str, Any], where: str) -> None:
