@@ -68,6 +68,7 @@ class Pipeline:
         self.cache = cache
         self.audit = audit
         self.dispatcher = dispatcher
+        self.metrics = metrics
         self.completion = Completion(audit, access_log, metrics)
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
@@ -99,6 +100,7 @@ class Pipeline:
                 raise
             if plan.unredacted and ctx.policy is not None and ctx.policy.redaction.enabled:
                 ctx.redaction_skipped = _skipped_because(plan)
+                self.metrics.redaction_skipped.labels(plan.candidates[0].name).inc()
                 # Nothing unredacted is kept in the cache, or answered from it.
                 ctx.cache_control = "bypass"
             if ctx.redaction_skipped is None:
