@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pydantic
 import pytest
 from google import genai
 from google.genai import errors, types
@@ -518,3 +519,37 @@ def test_pii_in_tool_arguments_and_results_is_redacted_and_restored(
     assert second.status_code == 200, second.text
     call = second.json()["candidates"][0]["content"]["parts"][0]["functionCall"]
     assert (call["name"], call["args"]) == ("notify", {"phone": PHONE})
+
+
+class Owner(pydantic.BaseModel):
+    name: str
+
+
+class Pet(pydantic.BaseModel):
+    name: str
+    tags: list[str]
+    owner: Owner | None = None
+
+
+def test_a_pydantic_schema_from_the_sdk_is_carried_and_parsed(
+    gateway: RunningGateway, fake: FakeOpenAI
+) -> None:
+    fake.script(ScriptedAnswer(text='{"name": "Rex", "tags": ["dog"], "owner": {"name": "Ada"}}'))
+    with sdk(gateway) as client:
+        answer = client.models.generate_content(
+            model="gemini-inhouse",
+            contents="A pet, please.",
+            config=types.GenerateContentConfig(
+                response_mime_type="application/json", response_schema=Pet
+            ),
+        )
+
+    assert answer.parsed == Pet(name="Rex", tags=["dog"], owner=Owner(name="Ada"))
+    schema = sent(fake)[0]["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["name", "tags"]
+    assert schema["properties"]["owner"]["type"] == ["object", "null"]
+    assert schema["properties"]["tags"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "title": "Tags",
+    }

@@ -483,3 +483,18 @@ def test_answers_that_are_not_chat_completions_are_bad_responses() -> None:
         gemini_answer({"object": "list"}, 1, "u")
     with pytest.raises(UpstreamBadResponse):
         ChunkTranslator(1, "u").chunk(["not", "an", "object"])
+
+
+def test_references_and_additional_properties() -> None:
+    schema = {
+        "type": "OBJECT",
+        "properties": {"pet": {"ref": "#/defs/Pet"}},
+        "additionalProperties": False,
+        "defs": {"Pet": {"type": "OBJECT", "additionalProperties": {"type": "INTEGER"}}},
+    }
+    assert json_schema(schema, "s") == {
+        "type": "object",
+        "properties": {"pet": {"$ref": "#/$defs/Pet"}},
+        "additionalProperties": False,
+        "$defs": {"Pet": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    }

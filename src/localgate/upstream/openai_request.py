@@ -164,6 +164,19 @@ def json_schema(schema: Any, where: str) -> Any:
             out["anyOf"] = [
                 json_schema(item, f"{where}.anyOf[{n}]") for n, item in enumerate(value)
             ]
+        elif key == "additionalProperties":
+            out[key] = value if isinstance(value, bool) else json_schema(value, f"{where}.{key}")
+        elif key == "defs":
+            out["$defs"] = {
+                name: json_schema(item, f"{where}.defs.{name}")
+                for name, item in _object(value, f"{where}.defs").items()
+            }
+        elif key == "ref":
+            # Gemini points into its defs (#/defs/Name); JSON Schema into $defs.
+            ref = _string(value, f"{where}.ref")
+            out["$ref"] = (
+                "#/$defs/" + ref.removeprefix("#/defs/") if ref.startswith("#/defs/") else ref
+            )
         elif key == "propertyOrdering":
             continue  # Gemini's generation order hint; JSON Schema objects have none
         elif key in _SCHEMA_KEPT:
