@@ -553,3 +553,31 @@ def test_a_pydantic_schema_from_the_sdk_is_carried_and_parsed(
         "items": {"type": "string"},
         "title": "Tags",
     }
+
+
+def test_a_tenant_kept_in_house_is_not_redacted_and_never_falls_back_to_gemini(
+    gateway: RunningGateway, fake: FakeOpenAI, upstream: FakeGemini
+) -> None:
+    store = gateway.keys()
+    try:
+        kept_in = store.create("inhouse-only").key.reveal()
+    finally:
+        store.close()
+    # gemini-mixed falls back to Gemini, but this tenant may reach only the in-house server:
+    # its chain is in-house only, so it is sent as written ...
+    ok = gateway.generate(
+        {"contents": [{"parts": [{"text": f"Call {PHONE}"}]}]},
+        model="gemini-mixed",
+        **{"x-goog-api-key": kept_in},
+    )
+    assert ok.status_code == 200, ok.text
+    assert PHONE in orjson.dumps(sent(fake)[0]).decode()
+    # ... and when the in-house server fails, nothing goes to Gemini: the client gets the error.
+    fake.fail_with(503, {"error": {"message": "down"}})
+    failed = gateway.generate(
+        {"contents": [{"parts": [{"text": f"Call {PHONE}"}]}]},
+        model="gemini-mixed",
+        **{"x-goog-api-key": kept_in},
+    )
+    assert failed.status_code == 503
+    assert upstream.requests == []
