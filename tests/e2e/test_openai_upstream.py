@@ -392,6 +392,7 @@ def test_in_house_with_redaction_off_gets_the_data_as_written_and_says_so_on_rec
     request_record, _ = gateway.audit_headers(response.headers["x-request-id"])
     assert "redaction: false" in request_record["redaction_skipped"]
     assert "inhouse" in request_record["redaction_skipped"]
+    assert gateway.access_record(response.headers["x-request-id"])["redaction"] == "skipped"
     metrics = httpx.get(f"{gateway.base_url}/metrics").text
     assert 'localgate_redaction_skipped_total{upstream="inhouse"}' in metrics
 
