@@ -137,7 +137,23 @@ def test_bad_splits_are_refused_with_their_field_path(
         (
             "upstreams: {vx: {kind: vertex, project: acme-prod, location: us-central1,"
             " credentials_file: f, api_key_env: K}}",
-            "upstreams.vx: api_key_env and api_key_file are for kind: gemini upstreams",
+            "upstreams.vx: api_key_env and api_key_file are for kind: gemini and openai upstreams",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai}}",
+            "upstreams.vllm: base_url is required for kind: openai",
+        ),
+        (
+            "upstreams: {eu: {kind: gemini, base_url: 'https://x', redaction: false}}",
+            "upstreams.eu: models and redaction are for kind: openai upstreams",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai, base_url: 'http://v:8000/v1', models: {'a b': c}}}",
+            "upstreams.vllm.models: 'a b' is not a model name",
+        ),
+        (
+            "upstreams: {vllm: {kind: openai, base_url: 'http://v:8000/v1', project: acme-prod}}",
+            "upstreams.vllm: project, location and credentials_file are for kind: vertex",
         ),
     ],
 )
@@ -157,3 +173,32 @@ def test_a_vertex_upstream_defaults_to_its_regional_endpoint(tmp_path: Path) -> 
     settings, _ = load_settings(path, {})
 
     assert settings.upstreams["vx"].url == "https://europe-west4-aiplatform.googleapis.com"
+
+
+def test_check_says_which_routes_are_not_redacted(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "upstreams:\n"
+        "  a: {kind: openai, base_url: 'http://a:8000/v1', redaction: false}\n"
+        "  b: {kind: openai, base_url: 'http://b:8000/v1'}\n"
+        "routes:\n"
+        "  - {models: inhouse, upstream: a}\n"
+        "  - {models: mixed, upstream: a, fallback: [default]}\n"
+        "  - {models: redacted, upstream: b}\n"
+    )
+
+    result = CliRunner().invoke(main, ["check", "--config", str(config)])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [
+        line.startswith("route ") and "NOT redacted" in line
+        for line in lines
+        if line.startswith("route ")
+    ] == [
+        True,
+        False,
+        False,
+    ]
+    # Keys are optional for an OpenAI-compatible server: no note about them.
+    assert "has no API key" not in result.output

@@ -24,9 +24,11 @@ from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.frontdoor.tls import ServerTls
+from localgate.gemini.routes import GeminiMethod
 from localgate.identity import SqliteKeyStore
 from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
+from localgate.limits.estimate import estimate_tokens
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
@@ -37,6 +39,7 @@ from localgate.telemetry import open_tracing, trace_config
 from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.egress import egress_for
 from localgate.upstream.gemini import open_session
+from localgate.upstream.openai_compat import OpenAICompatUpstream
 
 if TYPE_CHECKING:
     # Imported only with limits.backend: redis (it needs the Redis client).
@@ -230,6 +233,20 @@ def _named_upstreams(
             config.max_connections, config.connect_timeout_s, config.timeout_s, egress
         )
         closers.append(session.close)
+        if config.kind == "openai":
+            upstreams[name] = OpenAICompatUpstream(
+                name=name,
+                base_url=config.url,
+                session=session,
+                read_timeout_s=config.timeout_s,
+                estimate=_count_tokens,
+                keys=settings.upstream_keys.get(name, ()),
+                key_cooldown_s=config.key_cooldown_s,
+                models=config.models,
+                redaction=config.redaction,
+                probe_interval_s=config.probe_interval_s,
+            )
+            continue
         if config.kind == "vertex" and config.credentials_file is not None:
             upstreams[name] = _vertex_upstream(name, config, config.credentials_file, session)
             continue
@@ -244,6 +261,11 @@ def _named_upstreams(
             key_source=f"upstreams.{name}.api_key_env or upstreams.{name}.api_key_file",
         )
     return upstreams, closers
+
+
+def _count_tokens(body: Any) -> int:
+    """countTokens on an upstream that cannot count: the limits' own estimate."""
+    return estimate_tokens(GeminiMethod.COUNT_TOKENS, body, 0)
 
 
 def _vertex_upstream(

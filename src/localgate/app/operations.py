@@ -18,6 +18,7 @@ from localgate.identity import SqliteKeyStore
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.policy import ConfigReloader
 from localgate.upstream import Router
+from localgate.upstream.base import Catalogued
 
 __all__ = ["OPERATIONS", "healthz", "metrics", "openapi", "readyz"]
 
@@ -50,6 +51,13 @@ async def readyz(request: Request) -> Response:
         # Stopping (SIGTERM): still answering, but the load balancer should send elsewhere.
         checks["server"] = "draining: the gateway is shutting down"
     ready = all(value == "ok" for value in checks.values())
+    for upstream in router.upstreams:
+        if isinstance(upstream, Catalogued) and checks.get(f"upstream:{upstream.name}") == "ok":
+            # Shown, not a reason to be taken out of a load balancer: an in-house server
+            # that is down fails its own requests over, not the gateway's others.
+            problem = await upstream.probe()
+            if problem is not None:
+                checks[f"upstream:{upstream.name}"] = f"degraded: {problem}"
     reloader: ConfigReloader = request.state.config
     # Shown, not a reason to be taken out of a load balancer: a rejected reload leaves
     # the last good configuration running.

@@ -283,6 +283,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         fields["rag"] = ctx.rag
     if ctx.served_from is not None:
         fields["served_from"] = ctx.served_from
+    if ctx.redaction_skipped is not None:
+        fields["redaction_skipped"] = ctx.redaction_skipped
     if ctx.trace_id is not None:
         fields["trace_id"] = ctx.trace_id
     return fields

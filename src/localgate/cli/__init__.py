@@ -233,7 +233,7 @@ def check(config_path: Path | None, connect: bool) -> None:
             "the gateway will start but refuse to forward"
         )
     for name, keys in settings.upstream_keys.items():
-        if not keys:
+        if not keys and settings.upstreams[name].kind == "gemini":
             click.echo(f"note: upstream '{name}' has no API key; requests to it are refused")
     for line in describe_routes(settings):
         click.echo(line)

@@ -20,6 +20,7 @@ def describe_routes(settings: Settings) -> list[str]:
         lines.append(
             f"route {index}: {', '.join(route.models)}{who}{model} -> "
             f"{' -> '.join(route.chain)}; at most {attempts} attempt(s)"
+            f"{_unredacted(settings, route.chain)}"
         )
         total = sum(side.weight for side in route.split)
         for side in route.split:
@@ -27,7 +28,7 @@ def describe_routes(settings: Settings) -> list[str]:
             as_model = f" as {side.model or route.model}" if side.model or route.model else ""
             lines.append(
                 f"  split {share} (sticky per {route.sticky}){as_model} -> "
-                f"{' -> '.join(route.chain_of(side))}"
+                f"{' -> '.join(route.chain_of(side))}{_unredacted(settings, route.chain_of(side))}"
             )
     lines.append(
         f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
@@ -39,3 +40,12 @@ def describe_routes(settings: Settings) -> list[str]:
             )
     lines.append(f"a request makes at most {worst} upstream attempt(s)")
     return lines
+
+
+def _unredacted(settings: Settings, chain: tuple[str, ...]) -> str:
+    """A note when requests on ``chain`` are not redacted (every upstream in-house with
+    ``redaction: false``; docs/openai-upstreams.md)."""
+    named = settings.upstreams
+    if all(name in named and not named[name].redaction for name in chain):
+        return "; NOT redacted (every upstream in-house with redaction: false)"
+    return ""

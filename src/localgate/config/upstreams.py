@@ -88,6 +88,7 @@ class UpstreamSettings(EgressSettings):
 
 UPSTREAM_NAME = r"^[a-z][a-z0-9_-]{0,62}$"
 _ENV_NAME = r"^[A-Z_][A-Z0-9_]*$"
+_MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}"
 # The upstream the ``upstream:`` section describes.
 DEFAULT_UPSTREAM = "default"
 
@@ -99,8 +100,10 @@ class NamedUpstreamSettings(EgressSettings):
     certificate is its own only.
     """
 
-    kind: Literal["gemini", "vertex"] = "gemini"
-    # Required for gemini; for vertex, default https://{location}-aiplatform.googleapis.com.
+    kind: Literal["gemini", "vertex", "openai"] = "gemini"
+    # Required for gemini and openai; for vertex, default
+    # https://{location}-aiplatform.googleapis.com. For openai, the URL the OpenAI SDK
+    # would take as its base_url (http://vllm:8000/v1, http://ollama:11434/v1).
     base_url: str | None = None
     # Vertex AI: the project, the region, and the service account's JSON key file.
     project: str | None = Field(None, pattern=r"^[a-z][a-z0-9-]{4,61}[a-z0-9]$")
@@ -116,14 +119,49 @@ class NamedUpstreamSettings(EgressSettings):
     # A key the upstream answered 429 is left out of the rotation for the upstream's
     # Retry-After, or this long when it gave none.
     key_cooldown_s: float = Field(60.0, gt=0)
+    # kind: openai (docs/openai-upstreams.md). The Gemini model names clients ask for, each
+    # with the name the server knows it by; empty: names are passed on unchanged.
+    models: dict[str, str] = Field(default_factory=dict)
+    # Whether requests routed here are redacted. Only an openai upstream (a model the
+    # company runs itself) may say false, and a request skips redaction only when every
+    # upstream it may reach (its fallbacks included) says false.
+    redaction: bool = True
+    # How long /readyz and models.list reuse the answer of the server's GET /models.
+    probe_interval_s: float = Field(30.0, gt=0)
 
     @field_validator("api_key_env", "api_key_file", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
 
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for gemini_name, local_name in value.items():
+            if not re.fullmatch(_MODEL_NAME, gemini_name):
+                raise ValueError(
+                    f"{gemini_name!r} is not a model name a client can ask for (letters, "
+                    "digits, '.', '-', '_', '@')"
+                )
+            if not local_name or len(local_name) > 256 or not local_name.isprintable():
+                raise ValueError(f"the server's name for {gemini_name!r} is empty or unprintable")
+        return value
+
     @model_validator(mode="after")
     def _what_its_kind_needs(self) -> NamedUpstreamSettings:
+        if self.kind != "openai" and (self.models or not self.redaction):
+            raise ValueError(
+                "models and redaction are for kind: openai upstreams; a Gemini or Vertex AI "
+                "upstream always gets redacted requests"
+            )
+        if self.kind == "openai":
+            if self.base_url is None:
+                raise ValueError("base_url is required for kind: openai")
+            if self.project or self.location or self.credentials_file:
+                raise ValueError(
+                    "project, location and credentials_file are for kind: vertex upstreams"
+                )
+            return self
         if self.kind == "gemini":
             if self.base_url is None:
                 raise ValueError("base_url is required for kind: gemini")
@@ -140,7 +178,9 @@ class NamedUpstreamSettings(EgressSettings):
         if missing:
             raise ValueError(f"{missing[0]} is required for kind: vertex")
         if self.api_key_env or self.api_key_file:
-            raise ValueError("api_key_env and api_key_file are for kind: gemini upstreams")
+            raise ValueError(
+                "api_key_env and api_key_file are for kind: gemini and openai upstreams"
+            )
         return self
 
     @property

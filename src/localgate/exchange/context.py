@@ -98,6 +98,10 @@ class RequestContext:
     # lives here and nowhere else, and dies with the request.
     redaction: object | None = None
     redaction_summary: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Why the request was not redacted although its tenant's policy redacts: every
+    # upstream it may reach is in-house with ``redaction: false``. Set before redaction;
+    # the dispatcher then sends it to no upstream that needs a redacted request.
+    redaction_skipped: str | None = None
     # The request's texts before redaction: only HMAC'd (and, if configured, encrypted)
     # by the audit stage; never logged.
     original_texts: list[str] = field(default_factory=list)

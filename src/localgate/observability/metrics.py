@@ -62,6 +62,13 @@ class GatewayMetrics:
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
             registry=self.registry,
         )
+        self.redaction_skipped = Counter(
+            "localgate_redaction_skipped",
+            "Requests not redacted because every upstream they could reach is in-house with "
+            "redaction: false, by the first of those upstreams.",
+            ("upstream",),
+            registry=self.registry,
+        )
         self.restore_dangling = Counter(
             "localgate_restore_dangling_fragments",
             "Unfinished placeholder fragments emitted as they were at the end of a stream.",

@@ -1,6 +1,6 @@
 """The request pipeline.
 
-identity → limits → redaction → retrieval → cache → audit → dispatch → response,
+identity → limits → route plan → redaction → retrieval → cache → audit → dispatch → response,
 and the completion that ends every request once.
 """
 

@@ -131,6 +131,8 @@ class Completion:
                 record["attempts"] = ctx.attempts
         if ctx.cache_status:
             record["cache"] = ctx.cache_status
+        if ctx.redaction_skipped is not None:
+            record["redaction"] = "skipped"  # the audit record says why
         if ctx.model_version:
             record["model_version"] = ctx.model_version
         usage = ctx.usage

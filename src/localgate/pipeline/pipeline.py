@@ -26,6 +26,7 @@ from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline.completion import Completion, internal_error
 from localgate.pipeline.stages import NoRetrieval
 from localgate.upstream.dispatcher import UpstreamDispatcher
+from localgate.upstream.router import RoutePlan
 
 __all__ = ["CACHE_HEADER", "Pipeline", "Reply"]
 
@@ -40,7 +41,7 @@ _REDACT_IN_THREAD_BYTES = 32 * 1024
 
 
 class Pipeline:
-    """identity → limits → redaction → retrieval → cache → audit → dispatch → response.
+    """identity → limits → route plan → redaction → retrieval → cache → audit → dispatch → response.
 
     However a request goes, ``completion`` ends it once: a unary answer has ended when
     ``run`` returns it, a refusal when ``run`` raises, a stream when its events end or
@@ -67,6 +68,7 @@ class Pipeline:
         self.cache = cache
         self.audit = audit
         self.dispatcher = dispatcher
+        self.metrics = metrics
         self.completion = Completion(audit, access_log, metrics)
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
@@ -83,29 +85,10 @@ class Pipeline:
             with telemetry.stage(ctx, "limits"):
                 ctx.permit = await self.limits.admit(ctx)
             try:
-                with telemetry.stage(ctx, "redaction"):
-                    if size > _REDACT_IN_THREAD_BYTES:
-                        # Seconds of CPU for a large prompt: off the event loop, so every
-                        # other request (and /healthz) keeps being served meanwhile.
-                        await asyncio.to_thread(self.redaction.redact_request, ctx, inbound.query)
-                    else:
-                        self.redaction.redact_request(ctx, inbound.query)
-            except LocalgateError as exc:
-                # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
-                blocked = exc.code < 500
-                await finish(
-                    ctx, Outcome.BLOCKED_BY_POLICY if blocked else Outcome.REDACTION_FAILED, exc
-                )
-                raise
-            try:
-                with telemetry.stage(ctx, "retrieval"):
-                    await self.retrieval.augment(ctx, self.redaction)
-            except LocalgateError as exc:
-                await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
-                raise
-            try:
-                # The tenant's routes and residency list; the model a route pins or an
-                # alias names is the one looked up, recorded and sent.
+                # Before redaction: whether the request is redacted depends on where it may
+                # go (an in-house server may take it as written). The tenant's routes and
+                # residency list; the model a route pins or an alias names is the one
+                # looked up, recorded and sent.
                 tenant = ctx.principal.tenant if ctx.principal else ""
                 plan = self.dispatcher.plan(route, ctx.policy, tenant=tenant, user=ctx.end_user)
             except LocalgateError as exc:
@@ -114,6 +97,37 @@ class Pipeline:
                     Outcome.BLOCKED_BY_POLICY if exc.code < 500 else Outcome.UPSTREAM_ERROR,
                     exc,
                 )
+                raise
+            if plan.unredacted and ctx.policy is not None and ctx.policy.redaction.enabled:
+                ctx.redaction_skipped = _skipped_because(plan)
+                self.metrics.redaction_skipped.labels(plan.candidates[0].name).inc()
+                # Nothing unredacted is kept in the cache, or answered from it.
+                ctx.cache_control = "bypass"
+            if ctx.redaction_skipped is None:
+                try:
+                    with telemetry.stage(ctx, "redaction"):
+                        if size > _REDACT_IN_THREAD_BYTES:
+                            # Seconds of CPU for a large prompt: off the event loop, so every
+                            # other request (and /healthz) keeps being served meanwhile.
+                            await asyncio.to_thread(
+                                self.redaction.redact_request, ctx, inbound.query
+                            )
+                        else:
+                            self.redaction.redact_request(ctx, inbound.query)
+                except LocalgateError as exc:
+                    # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
+                    blocked = exc.code < 500
+                    await finish(
+                        ctx,
+                        Outcome.BLOCKED_BY_POLICY if blocked else Outcome.REDACTION_FAILED,
+                        exc,
+                    )
+                    raise
+            try:
+                with telemetry.stage(ctx, "retrieval"):
+                    await self.retrieval.augment(ctx, self.redaction)
+            except LocalgateError as exc:
+                await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
                 raise
             ctx.route = route = plan.route
             with telemetry.stage(ctx, "cache"):
@@ -139,6 +153,8 @@ class Pipeline:
                     stream = await self.dispatcher.stream(ctx, candidates, call)
                     return _AnswerStream(self, ctx, stream, Outcome.FORWARDED).reply()
                 reply = await self.dispatcher.unary(ctx, candidates, call)
+                if plan.catalogues:
+                    await self.dispatcher.add_catalogues(reply, plan.catalogues, inbound.query)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.UPSTREAM_ERROR, exc)
                 raise
@@ -197,6 +213,14 @@ class Pipeline:
         if self.audit.keeps_answers:
             ctx.answer_events.append(raw)
         self.cache.keep(ctx, raw)
+
+
+def _skipped_because(plan: RoutePlan) -> str:
+    names = ", ".join(upstream.name for upstream in plan.candidates)
+    return (
+        f"upstream policy: every upstream this request may reach ({names}) is in-house "
+        "with redaction: false"
+    )
 
 
 def _observe(ctx: RequestContext, answer: Any) -> None:

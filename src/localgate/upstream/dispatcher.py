@@ -39,7 +39,7 @@ from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 from localgate.gemini.routes import GeminiRoute
 from localgate.observability import GatewayMetrics
 from localgate.policy.snapshot import TenantPolicy
-from localgate.upstream.base import Upstream
+from localgate.upstream.base import Catalogued, Upstream, needs_redaction
 from localgate.upstream.breaker import BreakerState, CircuitBreaker
 
 if TYPE_CHECKING:
@@ -215,6 +215,17 @@ class UpstreamDispatcher:
             if index >= len(candidates):
                 raise last or self._all_open(candidates)
             upstream = candidates[index]
+            if ctx.redaction_skipped is not None and needs_redaction(upstream):
+                # The data-residency promise: a request that skipped redaction for an
+                # in-house server never goes to an upstream that needs it redacted.
+                ctx.attempts.append({"upstream": upstream.name, "skipped": "not redacted"})
+                last = last or ServiceUnavailable(
+                    f"The request was not redacted (its route is in-house only), so "
+                    f"localgate does not send it to the upstream '{upstream.name}'. Nothing "
+                    "was sent there."
+                )
+                index, on_this = index + 1, 0
+                continue
             breaker = self.breaker(upstream.name)
             if not breaker.allow() or not await self._probe_is_ours(breaker):
                 ctx.attempts.append({"upstream": upstream.name, "skipped": "circuit open"})
@@ -283,6 +294,30 @@ class UpstreamDispatcher:
         breaker.record(ok=ok)
         if probing and self._shared is not None:
             self._shared.probed(breaker.upstream, ok=ok)
+
+    async def add_catalogues(
+        self, reply: UnaryReply, upstreams: tuple[Upstream, ...], query: tuple[tuple[str, str], ...]
+    ) -> None:
+        """Add the model lists of ``upstreams`` to a models.list answer (on its first page
+        only); one that cannot list its models now is left out, with a warning."""
+        if any(name == "pageToken" for name, _ in query) or not isinstance(reply.body, dict):
+            return
+        models = reply.body.get("models")
+        if not isinstance(models, list):
+            models = reply.body["models"] = []
+        listed = {m.get("name") for m in models if isinstance(m, dict)}
+        for upstream in upstreams:
+            if not isinstance(upstream, Catalogued):
+                continue
+            try:
+                entries = await upstream.catalogue()
+            except LocalgateError as exc:
+                logger.warning(
+                    "upstream '%s' left out of models.list: %s", upstream.name, exc.status_name
+                )
+                continue
+            models.extend(e for e in entries if e["name"] not in listed)
+            listed.update(e["name"] for e in entries)
 
     def _again_after(
         self, error: LocalgateError, on_this: int, budget: RetryBudget

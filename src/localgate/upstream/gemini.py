@@ -36,7 +36,7 @@ from localgate.secret import Secret
 from localgate.upstream.egress import Egress
 from localgate.upstream.keys import KeyPool
 
-__all__ = ["GeminiUpstream", "open_session"]
+__all__ = ["GeminiUpstream", "driver_error", "open_session", "retry_after_of"]
 
 logger = logging.getLogger("localgate")
 
@@ -292,7 +292,7 @@ class GeminiUpstream:
                     f"The upstream '{self.name}' rejected the gateway's own API key; the "
                     "gateway operator must check GEMINI_API_KEY or upstream.api_key_file."
                 )
-            return UpstreamError(status, body, retry_after=_retry_after(response, error))
+            return UpstreamError(status, body, retry_after=retry_after_of(response, error))
         return UpstreamError(
             status,
             {
@@ -303,43 +303,52 @@ class GeminiUpstream:
                     "status": _CANONICAL.get(status, "UNKNOWN"),
                 }
             },
-            retry_after=_retry_after(response, None),
+            retry_after=retry_after_of(response, None),
         )
 
     def _translate(self, exc: BaseException) -> LocalgateError:
-        where = f"The upstream '{self.name}' ({self.base_url})"
-        if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-            return UpstreamTimeout(
-                f"{where} did not answer within {self._read_timeout_s:g}s (upstream.timeout_s)."
-            )
         section = "upstream" if self.name == "default" else f"upstreams.{self.name}"
-        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-            reason = getattr(exc.certificate_error, "verify_message", "") or "not trusted"
-            return UpstreamUnreachable(
-                f"{where} presented a certificate the gateway does not trust ({reason}); "
-                f"the operator sets the CAs to trust in {section}.ca_file."
-            )
-        if isinstance(exc, aiohttp.ClientSSLError):
-            return UpstreamUnreachable(
-                f"{where} is unreachable: the TLS handshake failed (does it want a client "
-                f"certificate? {section}.client_cert_file)."
-            )
-        if isinstance(exc, aiohttp.ClientProxyConnectionError):
-            return UpstreamUnreachable(
-                f"{where} is unreachable: could not connect to the proxy (upstream.proxy_url "
-                "or HTTPS_PROXY)."
-            )
-        if isinstance(exc, aiohttp.ClientHttpProxyError):
-            return UpstreamUnreachable(
-                f"{where} is unreachable: the proxy refused to connect to it (HTTP {exc.status})."
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return UpstreamUnreachable(f"{where} is unreachable: could not connect.")
-        if isinstance(exc, aiohttp.ServerDisconnectedError):
-            return UpstreamUnreachable(f"{where} closed the connection unexpectedly.")
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return UpstreamUnreachable(f"{where} broke off its answer.")
-        return UpstreamUnreachable(f"{where} is unreachable: the connection failed.")
+        return driver_error(
+            f"The upstream '{self.name}' ({self.base_url})", self._read_timeout_s, exc, section
+        )
+
+
+def driver_error(
+    where: str, read_timeout_s: float, exc: BaseException, section: str = "upstream"
+) -> LocalgateError:
+    """The ``LocalgateError`` for an aiohttp failure talking to the upstream ``where``, whose
+    settings are under ``section``."""
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return UpstreamTimeout(
+            f"{where} did not answer within {read_timeout_s:g}s (upstream.timeout_s)."
+        )
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        reason = getattr(exc.certificate_error, "verify_message", "") or "not trusted"
+        return UpstreamUnreachable(
+            f"{where} presented a certificate the gateway does not trust ({reason}); "
+            f"the operator sets the CAs to trust in {section}.ca_file."
+        )
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return UpstreamUnreachable(
+            f"{where} is unreachable: the TLS handshake failed (does it want a client "
+            f"certificate? {section}.client_cert_file)."
+        )
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return UpstreamUnreachable(
+            f"{where} is unreachable: could not connect to the proxy (upstream.proxy_url "
+            "or HTTPS_PROXY)."
+        )
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return UpstreamUnreachable(
+            f"{where} is unreachable: the proxy refused to connect to it (HTTP {exc.status})."
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamUnreachable(f"{where} is unreachable: could not connect.")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return UpstreamUnreachable(f"{where} closed the connection unexpectedly.")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return UpstreamUnreachable(f"{where} broke off its answer.")
+    return UpstreamUnreachable(f"{where} is unreachable: the connection failed.")
 
 
 _RETRY_DELAY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
@@ -347,7 +356,7 @@ _RETRY_DELAY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
 _MAX_RETRY_AFTER_S = 86400.0
 
 
-def _retry_after(response: aiohttp.ClientResponse, error: dict[str, Any] | None) -> float | None:
+def retry_after_of(response: aiohttp.ClientResponse, error: dict[str, Any] | None) -> float | None:
     """The wait the upstream asked for: ``Retry-After`` (seconds or a date), else the
     envelope's ``RetryInfo.retryDelay`` (``"33s"``); None if it named none."""
     header = response.headers.get("retry-after", "").strip()

@@ -13,7 +13,7 @@ from localgate.errors import PermissionDenied, ServiceUnavailable
 from localgate.gemini.routes import GeminiMethod, GeminiRoute
 from localgate.policy.routing import RoutingPolicy
 from localgate.policy.snapshot import TenantPolicy
-from localgate.upstream.base import Upstream
+from localgate.upstream.base import Catalogued, Upstream, needs_redaction
 
 __all__ = ["DEFAULT_UPSTREAM", "RoutePlan", "Router"]
 
@@ -32,6 +32,16 @@ class RoutePlan:
 
     route: GeminiRoute
     candidates: tuple[Upstream, ...]
+    # True when no candidate needs a redacted request (in-house servers configured with
+    # redaction: false): the request is sent as the client wrote it. One candidate that
+    # needs redaction makes it False, so a fallback always carries a redacted request.
+    unredacted: bool = False
+    # models.list: upstreams whose own model lists are added to the answer.
+    catalogues: tuple[Upstream, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.unredacted and any(needs_redaction(c) for c in self.candidates):
+            raise ValueError("a plan with an upstream that needs redaction cannot skip it")
 
 
 class Router:
@@ -58,6 +68,11 @@ class Router:
         self._remote = (default,)
         self._local = (local_embeddings,) if local_embeddings is not None else self._remote
         self._default_plans: dict[GeminiRoute, RoutePlan] = {}
+        self._catalogued = tuple(
+            (name, upstream)
+            for name, upstream in self._by_name.items()
+            if isinstance(upstream, Catalogued)
+        )
 
     def candidates(
         self, route: GeminiRoute, policy: TenantPolicy | None = None, *, tenant: str = ""
@@ -86,6 +101,8 @@ class Router:
         ):
             return RoutePlan(route, self._local)
         routing = policy.routing if policy is not None else _NO_ROUTING
+        if route.method is GeminiMethod.LIST_MODELS and self._catalogued:
+            return self._listing(route, routing)
         if not routing.routes and routing.allowed is None:
             # No routes, no residency list: the default upstream, one plan per route.
             plan = self._default_plans.get(route)
@@ -127,7 +144,30 @@ class Router:
                 "upstreams %s are configured but not running (restart to add them)",
                 ", ".join(name for name in chain if name not in self._by_name),
             )
-        return RoutePlan(route, found)
+        return RoutePlan(route, found, unredacted=not any(map(needs_redaction, found)))
+
+    def _listing(self, route: GeminiRoute, routing: RoutingPolicy) -> RoutePlan:
+        """models.list: the default chain's list, with the model lists of the upstreams
+        that have one and that the tenant may reach; theirs alone if it may reach only them."""
+        allowed = routing.allowed
+        chain = tuple(
+            self._by_name[name]
+            for name in routing.default_chain
+            if name in self._by_name and (allowed is None or name in allowed)
+        )
+        extra = tuple(
+            upstream
+            for name, upstream in self._catalogued
+            if (allowed is None or name in allowed) and upstream not in chain
+        )
+        if not chain:
+            if not extra:
+                raise PermissionDenied(
+                    "The data-residency policy of your tenant allows no upstream with a model "
+                    "list. Nothing was sent."
+                )
+            chain, extra = (extra[0],), extra[1:]
+        return RoutePlan(route, chain, catalogues=extra)
 
     @property
     def upstreams(self) -> tuple[Upstream, ...]:
