@@ -273,6 +273,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
         "received": ctx.received_at,
         "redaction": summary,
     }
+    if ctx.dialect != "gemini":
+        fields["dialect"] = ctx.dialect
     if ctx.policy is not None:
         fields["config"] = ctx.policy.config_hash
     if ctx.rag is not None:

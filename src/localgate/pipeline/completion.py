@@ -115,6 +115,8 @@ class Completion:
             "status": status,
             "latency_ms": round(elapsed * 1000, 3),
         }
+        if ctx.dialect != "gemini":
+            record["dialect"] = ctx.dialect
         if error_status:
             record["error"] = error_status
         if ctx.trace_id:
