@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
-from openai import OpenAI
 
+import openai
 from localgate.testing import FakeGemini
+from openai import OpenAI
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, RunningGateway, run_gateway
 
 MOBILE = "13812345678"
