@@ -517,3 +517,125 @@ def test_raw_stream_ends_with_done(gateway: RunningGateway, upstream: FakeGemini
     events = [line for line in body.split("\n\n") if line]
     assert events[-1] == "data: [DONE]"
     assert all(event.startswith("data: ") for event in events)
+
+
+def test_a_revoked_key_and_the_limits_429_in_openai_shape(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    config = "tenants:\n  acme:\n    limits:\n      requests_per_minute: 1\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        client = OpenAI(
+            base_url=gateway.base_url + "/openai/v1/", api_key=gateway.key, max_retries=0
+        )
+        client.chat.completions.create(
+            model="gemini-2.5-flash", messages=[{"role": "user", "content": "one"}]
+        )
+        with pytest.raises(openai.RateLimitError) as limited:
+            client.chat.completions.create(
+                model="gemini-2.5-flash", messages=[{"role": "user", "content": "two"}]
+            )
+        keys = gateway.keys()
+        revoked = keys.create("acme", "revoked")
+        keys.revoke(revoked.key_id)
+        keys.close()
+        other = OpenAI(
+            base_url=gateway.base_url + "/openai/v1/",
+            api_key=revoked.key.reveal(),
+            max_retries=0,
+        )
+        with pytest.raises(openai.APIStatusError) as refused:
+            other.models.list()
+        client.close()
+        other.close()
+
+    error = _error(limited.value.response)
+    assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded")
+    assert int(limited.value.response.headers["retry-after"]) >= 1
+    assert "x-ratelimit-limit-requests" in limited.value.response.headers
+    assert refused.value.status_code == 403
+    assert _error(refused.value.response)["type"] == "permission_error"
+    assert len(upstream.requests) == 1
+
+
+def test_a_policy_block_is_400_in_openai_shape(tmp_path: Path, upstream: FakeGemini) -> None:
+    config = "proxy:\n  redaction:\n    actions:\n      CN_MOBILE: block\n"
+    with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
+        client = OpenAI(
+            base_url=gateway.base_url + "/v1beta/openai/", api_key=gateway.key, max_retries=0
+        )
+        with pytest.raises(openai.APIStatusError) as blocked:
+            client.chat.completions.create(
+                model="gemini-2.5-flash",
+                messages=[
+                    {"role": "user", "content": "look it up"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": f'{{"p": "{MOBILE}"}}'},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+                ],
+            )
+        client.close()
+
+    assert blocked.value.status_code == 400
+    assert _error(blocked.value.response)["type"] == "invalid_request_error"
+    assert "CN_MOBILE" in str(_error(blocked.value.response)["message"])
+    assert upstream.requests == []
+
+
+def test_personal_data_in_every_field_stays_inside(
+    sdk: Client, gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    """System, developer, content parts, tool arguments and results, tool descriptions and
+    schemas, the response schema and stop sequences: every one is scanned."""
+    email = "li.lei@example.com"
+    tool: Any = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": f"ask {email}",
+            "parameters": {"type": "object", "description": MOBILE},
+        },
+    }
+    sdk().chat.completions.create(
+        model="gemini-2.5-flash",
+        messages=[
+            {"role": "system", "content": f"operator {MOBILE}"},
+            {"role": "developer", "content": [{"type": "text", "text": email}]},
+            {"role": "user", "content": [{"type": "text", "text": f"me: {MOBILE}"}]},
+            {
+                "role": "assistant",
+                "content": f"noted {email}",
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": json.dumps({"n": int(MOBILE)})},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call_a",
+                "content": [{"type": "text", "text": email}],
+            },
+        ],
+        tools=[tool],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "x", "schema": {"type": "object", "description": email}},
+        },
+        stop=[MOBILE],
+        user=email,
+    )
+
+    sent = json.dumps(upstream.requests[-1].body)
+    assert MOBILE not in sent
+    assert email not in sent
+    assert "li.lei" not in sent

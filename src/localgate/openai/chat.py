@@ -543,9 +543,15 @@ def _assistant_parts(
     parts: list[dict[str, Any]] = []
     if isinstance(content, list):
         for index, item in enumerate(content):
-            if isinstance(item, dict) and item.get("type") == "refusal":
-                continue  # the refusal was the gateway's rendering of a blocked answer
-            parts += _text_parts([item], f"{where}.content[{index}:{index + 1}]")
+            here = f"{where}.content[{index}]"
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "refusal":
+                continue  # a refusal is not a turn of the model's to send back
+            if kind != "text":
+                raise InvalidParameter(f"'{here}.type' must be text or refusal.", f"{here}.type")
+            part = _text_item(item, here)
+            if part is not None:
+                parts.append(part)
     else:
         parts += _text_parts(content, f"{where}.content")
     signature = _signature(message)
