@@ -549,9 +549,9 @@ def _assistant_parts(
                 continue  # a refusal is not a turn of the model's to send back
             if kind != "text":
                 raise InvalidParameter(f"'{here}.type' must be text or refusal.", f"{here}.type")
-            part = _text_item(item, here)
-            if part is not None:
-                parts.append(part)
+            text = _text_item(item, here)
+            if text is not None:
+                parts.append(text)
     else:
         parts += _text_parts(content, f"{where}.content")
     signature = _signature(message)
