@@ -47,6 +47,8 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
+	# The OpenAI door's CPU per request over the native door's (goal: at most +15%).
+	$(BIN)/python -m bench.openai_door
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
 	$(BIN)/python -m bench.soak --requests 500000 --out docs/benchmarks-soak.md
