@@ -639,3 +639,32 @@ def test_personal_data_in_every_field_stays_inside(
     assert MOBILE not in sent
     assert email not in sent
     assert "li.lei" not in sent
+
+
+def test_a_broken_stream_ends_with_an_error_event_and_no_done(
+    gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    upstream.stream(["one", "two", "three"], error_after=1)
+    with (
+        gateway.client(headers={"authorization": f"Bearer {gateway.key}"}) as client,
+        client.stream(
+            "POST",
+            "/v1beta/openai/chat/completions",
+            json={
+                "model": "gemini-2.5-flash",
+                "messages": [{"role": "user", "content": "x"}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ) as response,
+    ):
+        events = [event for event in response.read().decode().split("\n\n") if event]
+
+    assert response.status_code == 200
+    assert "[DONE]" not in events[-1]
+    last = json.loads(events[-1].removeprefix("data: "))
+    assert set(last["error"]) == {"message", "type", "param", "code"}
+    assert last["error"]["type"] == "server_error"
+    first = json.loads(events[0].removeprefix("data: "))
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "one"}
+    assert first["usage"] is None
