@@ -15,6 +15,7 @@ import openai
 from localgate.testing import FakeGemini
 from openai import OpenAI
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, RunningGateway, run_gateway
+from tests.e2e.test_cache import CACHE, wait_stored
 
 MOBILE = "13812345678"
 Client = Callable[..., OpenAI]
@@ -668,3 +669,36 @@ def test_a_broken_stream_ends_with_an_error_event_and_no_done(
     first = json.loads(events[0].removeprefix("data: "))
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": "one"}
     assert first["usage"] is None
+
+
+def test_cached_answers_reach_openai_clients_with_their_own_values(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url, config=CACHE) as gateway:
+        client = OpenAI(
+            base_url=gateway.base_url + "/v1beta/openai/", api_key=gateway.key, max_retries=0
+        )
+
+        def ask(mobile: str, *, stream: bool) -> Any:
+            return client.chat.completions.with_raw_response.create(
+                model="gemini-2.5-flash",
+                messages=[{"role": "user", "content": f"客户手机{mobile}，请问话费余额多少？"}],
+                temperature=0,
+                stream=stream,
+            )
+
+        first = ask(MOBILE, stream=False)
+        wait_stored(gateway, 1)
+        second = ask("13900001111", stream=False)
+        streamed = ask("13700002222", stream=True)
+        chunks = list(streamed.parse())
+        client.close()
+
+    assert first.headers["x-localgate-cache"] == "miss"
+    assert second.headers["x-localgate-cache"].startswith("hit")
+    assert "13900001111" in (second.parse().choices[0].message.content or "")
+    assert MOBILE not in second.text
+    assert streamed.headers["x-localgate-cache"].startswith("hit")
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert "13700002222" in text
+    assert len(upstream.requests) == 1
