@@ -436,7 +436,10 @@ def test_unknown_route_404_wrong_method_405(gateway: RunningGateway) -> None:
 def test_too_large_413_and_dropping_unsupported_parameters(
     tmp_path: Path, upstream: FakeGemini
 ) -> None:
-    config = "server:\n  max_body_bytes: 1000\nopenai:\n  drop_unsupported: true\n"
+    config = (
+        "server:\n  max_body_bytes: 1000\nopenai:\n  drop_unsupported: true\n"
+        "proxy:\n  redaction:\n    binary_data: allow\n"
+    )
     with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
         client = OpenAI(
             base_url=gateway.base_url + "/v1beta/openai/", api_key=gateway.key, max_retries=0
@@ -451,12 +454,28 @@ def test_too_large_413_and_dropping_unsupported_parameters(
             logit_bias={"1": 1},
             parallel_tool_calls=False,
         )
+        png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
+        client.chat.completions.create(
+            model="gemini-2.5-flash",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+                    ],
+                }
+            ],
+        )
         client.close()
 
+    assert upstream.requests[-1].body["contents"][0]["parts"][1] == {
+        "inlineData": {"mimeType": "image/png", "data": png}
+    }
     assert large.value.status_code == 413
     assert _error(large.value.response)["type"] == "invalid_request_error"
     assert dropped.choices[0].message.content == "echo: hi"
-    assert upstream.requests[-1].body == {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    assert upstream.requests[-2].body == {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 
 def test_upstream_errors_and_their_retry_after_in_openai_shape(
