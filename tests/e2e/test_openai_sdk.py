@@ -728,7 +728,7 @@ def test_a_thought_signature_the_gateway_did_not_seal_is_refused(
 ) -> None:
     """The signature field is opaque to the redactor: only what the gateway sealed passes."""
     forged = base64.b64encode(f"call {MOBILE}".encode()).decode()
-    call = {
+    call: Any = {
         "id": "call_1",
         "type": "function",
         "function": {"name": "f", "arguments": "{}"},
