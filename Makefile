@@ -49,6 +49,8 @@ bench: $(VENV)/.dev
 	# The limits' cost: needs a Redis server (LOCALGATE_REDIS_URL, default the local one, db 13).
 	$(BIN)/python -m bench.limits --redis $${LOCALGATE_REDIS_URL:-redis://127.0.0.1:6379/13} --out docs/benchmarks-limits.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
+	# The OpenAI door's CPU per request over the native door's (goal: at most +15%).
+	$(BIN)/python -m bench.openai_door
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
 	$(BIN)/python -m bench.soak --requests 500000 --out docs/benchmarks-soak.md

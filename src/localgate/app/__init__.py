@@ -22,6 +22,7 @@ from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
+from localgate.frontdoor.openai_endpoint import OpenAIEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.frontdoor.tls import ServerTls
 from localgate.gemini.routes import GeminiMethod
@@ -30,6 +31,7 @@ from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
 from localgate.limits.estimate import estimate_tokens
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.openai.routes import is_openai_path
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
@@ -141,6 +143,7 @@ def create_app(
             metrics=metrics,
             max_body_bytes=settings.server.max_body_bytes,
             tracing=tracing,
+            openai_drop_unsupported=settings.openai.drop_unsupported,
         )
         if trail is not None:
             await trail.start()
@@ -193,7 +196,7 @@ def create_app(
         ],
         lifespan=lifespan,
     )
-    return Dispatcher(RequestIdMiddleware(starlette), endpoint)
+    return Dispatcher(RequestIdMiddleware(starlette), endpoint, OpenAIEndpoint())
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
@@ -297,20 +300,27 @@ def _vector_layer_needs_restart(new: Settings) -> list[str]:
 
 
 class Dispatcher:
-    """Sends Gemini traffic straight to the endpoint; everything else to Starlette.
+    """Sends model traffic straight to the endpoint of its dialect (OpenAI's under its
+    bases, Gemini's for every other path); everything else to Starlette.
 
     The model routes are the hot path: they skip Starlette's router and exception
-    middleware (the endpoint renders its own errors and gives requests their ids).
+    middleware (the endpoints render their own errors and give requests their ids).
     Health, readiness, metrics and the lifespan go through Starlette.
     """
 
-    def __init__(self, starlette: ASGIApp, endpoint: GeminiEndpoint) -> None:
+    def __init__(
+        self, starlette: ASGIApp, endpoint: GeminiEndpoint, openai: OpenAIEndpoint
+    ) -> None:
         self.starlette = starlette
         self.endpoint = endpoint
+        self.openai = openai
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in OPERATIONS:
-            await self.endpoint(scope, receive, send)
+            if is_openai_path(scope["path"]):
+                await self.openai(scope, receive, send)
+            else:
+                await self.endpoint(scope, receive, send)
         else:
             await self.starlette(scope, receive, send)
 

@@ -277,6 +277,8 @@ def _request_fields(ctx: RequestContext) -> dict[str, Any]:
     }
     if ctx.principal is not None and ctx.principal.certificate is not None:
         fields["certificate"] = ctx.principal.certificate
+    if ctx.dialect != "gemini":
+        fields["dialect"] = ctx.dialect
     if ctx.policy is not None:
         fields["config"] = ctx.policy.config_hash
     if ctx.rag is not None:

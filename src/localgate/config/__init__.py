@@ -29,6 +29,7 @@ from localgate.config.loading import (
     ENV_UPSTREAM_URL,
     load_settings,
 )
+from localgate.config.openai import OpenAISettings
 from localgate.config.redaction import (
     BUILTIN_TYPES,
     Action,
@@ -92,6 +93,7 @@ __all__ = [
     "LoggingSettings",
     "MaskSettings",
     "NamedUpstreamSettings",
+    "OpenAISettings",
     "Priority",
     "ProxySettings",
     "RagSettings",

@@ -68,6 +68,9 @@ class RequestContext:
     request_id: str
     route: GeminiRoute | None
     client: str | None = None
+    # The API dialect the client spoke: "gemini", or "openai" for the OpenAI-compatible
+    # door (whose requests every stage sees translated to Gemini's).
+    dialect: str = "gemini"
     received_at: float = field(default_factory=time.time)
     started: float = field(default_factory=time.perf_counter)
     principal: Principal | None = None

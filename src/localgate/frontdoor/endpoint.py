@@ -13,9 +13,9 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -48,7 +48,15 @@ from localgate.pipeline import (
 from localgate.requestid import new_request_id
 from localgate.telemetry import Tracing
 
-__all__ = ["GatewayServices", "GeminiEndpoint", "error_response"]
+__all__ = [
+    "EventEncoder",
+    "GatewayServices",
+    "GeminiEndpoint",
+    "JsonResponse",
+    "StreamResponse",
+    "credential",
+    "error_response",
+]
 
 logger = logging.getLogger("localgate")
 
@@ -80,6 +88,9 @@ class GatewayServices:
     max_body_bytes: int
     # None when tracing is off (the default): then requests carry no trace at all.
     tracing: Tracing | None = None
+    # openai.drop_unsupported: the OpenAI door drops parameters it cannot honour
+    # instead of refusing the request.
+    openai_drop_unsupported: bool = False
 
 
 class GeminiEndpoint:
@@ -114,7 +125,7 @@ class GeminiEndpoint:
 
     async def _handle(
         self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices
-    ) -> JsonResponse | _StreamResponse:
+    ) -> JsonResponse | StreamResponse:
         pipeline = services.pipeline
         reply: StreamReply | UnaryReply | None = None
         try:
@@ -127,14 +138,14 @@ class GeminiEndpoint:
             reply = await pipeline.run(ctx, inbound)
             if isinstance(reply, StreamReply):
                 framing = inbound.framing or Framing.SSE
-                return _StreamResponse(pipeline.completion, ctx, reply, framing)
+                return StreamResponse(pipeline.completion, ctx, reply, StreamEncoder(framing))
             return JsonResponse(dump_json(reply.body), 200, reply.headers, ctx.request_id)
         except ClientClosedRequest:
             return JsonResponse(b"", ClientClosedRequest.http_status, None, ctx.request_id)
         except LocalgateError as exc:
             # Refused here, before the pipeline (else the pipeline has ended it already).
             await pipeline.completion.finish(ctx, Outcome.REFUSED, exc)
-            await _close_stream(reply)
+            await close_stream(reply)
             response = error_response(exc, ctx.request_id, ctx.limit_headers)
             if ctx.upstream:
                 # An upstream's failure names the (last) upstream tried, like an answer.
@@ -144,7 +155,7 @@ class GeminiEndpoint:
             logger.exception("request %s failed inside the gateway", ctx.request_id)
             error = internal_error(ctx.request_id)
             await pipeline.completion.finish(ctx, Outcome.INTERNAL_ERROR, error)
-            await _close_stream(reply)
+            await close_stream(reply)
             return error_response(error, ctx.request_id, ctx.limit_headers)
 
     def _inbound(self, request: IncomingRequest, route: GeminiRoute, limit: int) -> Inbound:
@@ -177,7 +188,7 @@ class GeminiEndpoint:
             if not route.method.streams and _INT_ENUMS in items:
                 query.append(_INT_ENUMS)
         return Inbound(
-            credential=_credential(request),
+            credential=credential(request),
             certificate=request.scope.get(CLIENT_CERTIFICATE),
             read_body=read_body,
             query=tuple(query),
@@ -220,10 +231,14 @@ class JsonResponse:
 
 
 def error_response(
-    error: LocalgateError, request_id: str, limit_headers: dict[str, str] | None = None
+    error: LocalgateError,
+    request_id: str,
+    limit_headers: dict[str, str] | None = None,
+    render: Callable[[LocalgateError], Any] = error_envelope,
 ) -> JsonResponse:
-    """The Gemini error envelope for ``error``, with its HTTP status (and the request's
-    ``x-ratelimit-*`` headers, if the limits admitted or refused it)."""
+    """The Gemini error envelope (or the body ``render`` makes, in another dialect) for
+    ``error``, with its HTTP status (and the request's ``x-ratelimit-*`` headers, if the
+    limits admitted or refused it)."""
     headers = dict(limit_headers) if limit_headers else {}
     if isinstance(error, MethodNotAllowed):
         headers["allow"] = ", ".join(error.allowed)
@@ -233,10 +248,10 @@ def error_response(
         # The gateway gave up on a throttled upstream: the client waits as it was told to
         # (0 means another key of the gateway's is ready: no wait to pass on).
         headers["retry-after"] = str(math.ceil(error.retry_after))
-    return JsonResponse(dump_json(error_envelope(error)), error.code, headers, request_id)
+    return JsonResponse(dump_json(render(error)), error.code, headers, request_id)
 
 
-def _credential(request: IncomingRequest) -> str | None:
+def credential(request: IncomingRequest) -> str | None:
     """The presented key: the first localgate-shaped one, else the first one given.
 
     Apps that authenticate with ``Authorization: Bearer`` still have to give the SDK
@@ -258,12 +273,34 @@ def _credential(request: IncomingRequest) -> str | None:
     return given[0] if given else None
 
 
-async def _close_stream(reply: StreamReply | UnaryReply | None) -> None:
+async def close_stream(reply: StreamReply | UnaryReply | None) -> None:
+    """Close ``reply`` if it is a stream (a refused request's stream is never sent)."""
     if isinstance(reply, StreamReply):
         await reply.close()
 
 
-class _StreamResponse(StreamingResponse):
+class EventEncoder(Protocol):
+    """How a stream's events reach the client: the Gemini framings, or OpenAI's chunks."""
+
+    @property
+    def media_type(self) -> str:
+        """The stream's Content-Type."""
+        ...
+
+    def event(self, event: Any) -> bytes:
+        """The bytes for one event (may be none)."""
+        ...
+
+    def error(self, error: LocalgateError) -> bytes:
+        """The bytes for an error after the 200 has gone out; the stream ends after it."""
+        ...
+
+    def close(self) -> bytes:
+        """The bytes that end the stream."""
+        ...
+
+
+class StreamResponse(StreamingResponse):
     """Streams events in the client's framing; the stream is closed once, however it ends.
 
     A client that goes away is noticed by one small task waiting on ``receive`` (the
@@ -278,15 +315,15 @@ class _StreamResponse(StreamingResponse):
         completion: Completion,
         ctx: RequestContext,
         reply: StreamReply,
-        framing: Framing,
+        encoder: EventEncoder,
     ) -> None:
         self._completion = completion
         self._ctx = ctx
         self._reply = reply
-        self._encoder = StreamEncoder(framing)
+        self._encoder = encoder
         super().__init__(
             self._encode(),
-            media_type=framing.media_type,
+            media_type=encoder.media_type,
             headers={**reply.headers, "x-request-id": ctx.request_id},
         )
 
@@ -320,7 +357,9 @@ class _StreamResponse(StreamingResponse):
     async def _encode(self) -> AsyncIterator[bytes]:
         try:
             async for event in self._reply.events:
-                yield self._encoder.event(event)
+                chunk = self._encoder.event(event)
+                if chunk:
+                    yield chunk
         except LocalgateError as exc:
             # The pipeline has ended the request with it.
             yield self._encoder.error(exc)

@@ -55,6 +55,7 @@ class StreamEncoder:
 
     def __init__(self, framing: Framing) -> None:
         self.framing = framing
+        self.media_type = framing.media_type
         self._count = 0
 
     def event(self, event: Any) -> bytes:

@@ -117,6 +117,8 @@ class Completion:
         }
         if principal is not None and principal.method != "key":
             record["auth"] = principal.method  # a client certificate (mTLS) took part
+        if ctx.dialect != "gemini":
+            record["dialect"] = ctx.dialect
         if error_status:
             record["error"] = error_status
         if ctx.trace_id:

@@ -82,6 +82,9 @@ class Pipeline:
                 self.identity.authenticate(ctx, inbound.credential, inbound.certificate)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
+            # A dialect whose body names the model and whether to stream (OpenAI's) sets
+            # the request's route as it reads the body.
+            route = ctx.route or route
             with telemetry.stage(ctx, "limits"):
                 ctx.permit = await self.limits.admit(ctx)
             try:

@@ -56,6 +56,11 @@ class _Behaviour:
     delay_s: float = 0.0
     model_version: str | None = None  # modelVersion in answers; None = the model's name
     signature: str | None = None  # a thoughtSignature on the answer's (last event's) part
+    # A scripted answer: these parts (a stream sends one an event), this finishReason and
+    # usageMetadata, instead of the echo.
+    parts: list[dict[str, Any]] | None = None
+    finish_reason: str = "STOP"
+    usage: dict[str, Any] | None = None
 
 
 class FakeGemini:
@@ -206,6 +211,19 @@ class FakeGemini:
         with self._lock:
             self._behaviour.signature = signature
 
+    def reply_with(
+        self,
+        parts: list[dict[str, Any]],
+        finish_reason: str = "STOP",
+        usage: dict[str, Any] | None = None,
+    ) -> None:
+        """Answer generateContent with these parts (a stream: one event per part, the last
+        with ``finish_reason`` and ``usage``) instead of echoing, e.g. function calls."""
+        with self._lock:
+            self._behaviour.parts = [dict(part) for part in parts]
+            self._behaviour.finish_reason = finish_reason
+            self._behaviour.usage = usage
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -274,6 +292,8 @@ class FakeGemini:
 
     def _answer(self, method: str, path: str, body: Any, behaviour: _Behaviour) -> Any:
         model = _model_id(path)
+        if path.endswith(":generateContent") and behaviour.parts is not None:
+            return _scripted(behaviour.parts, behaviour, behaviour.model_version or model)
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
             answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
@@ -295,6 +315,13 @@ class FakeGemini:
         model = behaviour.model_version or _model_id(request.path)
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
+        if behaviour.parts is not None:
+            parts = behaviour.parts
+            for index, part in enumerate(parts):
+                event = _scripted([part], behaviour, model, final=index == len(parts) - 1)
+                await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
+            await response.write_eof()
+            return response
         chunks = behaviour.stream_chunks
         if behaviour.echo_chunk:
             text = _last_text(orjson.loads(await request.read() or b"null"))
@@ -369,6 +396,21 @@ def _generate_response(text: str, model: str, *, final: bool) -> dict[str, Any]:
         "modelVersion": model,
         "responseId": "fake-response",
     }
+
+
+def _scripted(
+    parts: list[dict[str, Any]], behaviour: _Behaviour, model: str, *, final: bool = True
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    answer: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+    if final:
+        candidate["finishReason"] = behaviour.finish_reason
+        answer["usageMetadata"] = behaviour.usage or {
+            "promptTokenCount": 8,
+            "candidatesTokenCount": 5,
+            "totalTokenCount": 13,
+        }
+    return answer
 
 
 def _signed(answer: dict[str, Any], signature: str | None) -> dict[str, Any]:
