@@ -30,11 +30,13 @@ from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
+from localgate.quality import QualityStage
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.telemetry import open_tracing, trace_config
 from localgate.upstream import GeminiUpstream, Router, Upstream, UpstreamDispatcher
 from localgate.upstream.gemini import open_session
+from localgate.vectorstore.embedders import build_embedder
 
 __all__ = ["create_app", "server_options"]
 
@@ -102,6 +104,11 @@ def create_app(
         reloader.prepare_with(redaction.prepare)
         # Limits: their values come with each request's policy; the backend is opened once.
         limiter = TenantLimiter.open(settings.limits, metrics)
+        # Drift and confidence (docs/quality.md); prompt drift embeds with an embedder of
+        # its own, built in its worker thread only when configured.
+        quality = QualityStage(
+            settings.quality, metrics, embedder=lambda: build_embedder(settings.embeddings)
+        )
         pipeline = Pipeline(
             identity=IdentityStage(keys, lambda: reloader.current),
             limits=limiter,
@@ -117,6 +124,7 @@ def create_app(
             ),
             access_log=access_log,
             metrics=metrics,
+            quality=quality,
         )
         services = GatewayServices(
             pipeline=pipeline,
@@ -126,6 +134,7 @@ def create_app(
         )
         if trail is not None:
             await trail.start()
+        await quality.start()
         # Everything built so far lives as long as the process: move it out of the
         # cyclic collector's way, so full collections stay short under load.
         gc.collect()
@@ -148,6 +157,7 @@ def create_app(
             }
         finally:
             hangup.close()
+            await quality.close()
             await limiter.close()
             if vector is not None:
                 await vector.close()

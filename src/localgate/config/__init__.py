@@ -29,6 +29,7 @@ from localgate.config.loading import (
     ENV_UPSTREAM_URL,
     load_settings,
 )
+from localgate.config.quality import DriftSettings, PromptDriftSettings, QualitySettings
 from localgate.config.redaction import (
     BUILTIN_TYPES,
     Action,
@@ -75,6 +76,7 @@ __all__ = [
     "AuditSettings",
     "CacheSettings",
     "CircuitBreakerSettings",
+    "DriftSettings",
     "EmbeddingSettings",
     "LimitSettings",
     "LimitsSettings",
@@ -82,7 +84,9 @@ __all__ = [
     "MaskSettings",
     "NamedUpstreamSettings",
     "Priority",
+    "PromptDriftSettings",
     "ProxySettings",
+    "QualitySettings",
     "RagSettings",
     "RedactionRule",
     "RedactionSettings",

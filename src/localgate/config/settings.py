@@ -15,6 +15,7 @@ from localgate.config.limits import (
     LimitsSettings,
     TenantLimitSettings,
 )
+from localgate.config.quality import QualitySettings
 from localgate.config.redaction import BUILTIN_TYPES, ProxySettings, RedactionSettings
 from localgate.config.retrieval import CacheSettings, EmbeddingSettings, RagSettings
 from localgate.config.server import LoggingSettings, ServerSettings, TelemetrySettings
@@ -54,6 +55,7 @@ class Settings(Section):
     retries: RetrySettings = RetrySettings()
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
     limits: LimitsSettings = LimitsSettings()
+    quality: QualitySettings = QualitySettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
     # From LOCALGATE_CHROMA_TOKEN: the Chroma server's token, sent as a bearer token.

@@ -10,6 +10,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from localgate.observability.quality import QualityMetrics
+
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "PlainCounter"]
 
 # Gemini calls range from milliseconds (countTokens) to minutes (long streams).
@@ -28,6 +30,9 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # Quality signals (docs/quality.md): fed by localgate.quality.
+        self.quality = QualityMetrics()
+        self.registry.register(self.quality)
         self._requests = _RequestSeries(_LATENCY_BUCKETS)
         self.registry.register(self._requests)
         # Counted in a plain int, read when scraped: the gauge's lock would be taken

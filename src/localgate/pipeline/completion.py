@@ -20,6 +20,7 @@ from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Settlement
 from localgate.exchange.stages import AuditStage
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.quality import QualityStage
 
 __all__ = ["Completion", "internal_error"]
 
@@ -39,10 +40,17 @@ def internal_error(request_id: str) -> LocalgateError:
 class Completion:
     """Ends requests: writes how each one ended, once, and gives its permit back."""
 
-    def __init__(self, audit: AuditStage, access_log: AccessLog, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self,
+        audit: AuditStage,
+        access_log: AccessLog,
+        metrics: GatewayMetrics,
+        quality: QualityStage | None = None,
+    ) -> None:
         self._audit = audit
         self._access_log = access_log
         self._metrics = metrics
+        self._quality = quality or QualityStage()
 
     async def finish(
         self,
@@ -70,6 +78,11 @@ class Completion:
         else:
             status, error_status = 200, None
         permit = ctx.permit
+        try:
+            # The answer's confidence goes into the completion record; drift counts it.
+            self._quality.finish(ctx, outcome)
+        except Exception:  # a signal, never a reason to fail the request
+            logger.exception("quality signals for %s failed", ctx.request_id)
         try:
             if permit is not None and outcome is not Outcome.REFUSED:
                 await self._audit.record_outcome(ctx, outcome, status, answer_sent=answer_sent)
@@ -131,6 +144,8 @@ class Completion:
             record["cache"] = ctx.cache_status
         if ctx.model_version:
             record["model_version"] = ctx.model_version
+        if ctx.confidence is not None:
+            record["confidence"] = ctx.confidence
         usage = ctx.usage
         if usage:
             record["usage"] = {

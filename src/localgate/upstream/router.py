@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from localgate.config import DEFAULT_UPSTREAM
 from localgate.errors import PermissionDenied, ServiceUnavailable
 from localgate.gemini.routes import GeminiMethod, GeminiRoute
-from localgate.policy.routing import RoutingPolicy
+from localgate.policy.routing import ConfidenceRule, RoutingPolicy
 from localgate.policy.snapshot import TenantPolicy
 from localgate.upstream.base import Upstream
 
@@ -32,6 +32,8 @@ class RoutePlan:
 
     route: GeminiRoute
     candidates: tuple[Upstream, ...]
+    # The matched route's low-confidence rule (docs/quality.md); None: the tenant's default.
+    confidence: ConfidenceRule | None = None
 
 
 class Router:
@@ -95,6 +97,7 @@ class Router:
                     self._default_plans[route] = plan
             return plan
         matched = routing.route_for(route.model_id, tenant)
+        confidence = matched.confidence if matched is not None else None
         if matched is None:
             chain, where = routing.default_chain, "no entry of routes matches, so the default"
         else:
@@ -115,7 +118,7 @@ class Router:
                 )
             chain = allowed
         if chain == (DEFAULT_UPSTREAM,):
-            return RoutePlan(route, self._remote)
+            return RoutePlan(route, self._remote, confidence)
         found = tuple(self._by_name[name] for name in chain if name in self._by_name)
         if not found:
             raise ServiceUnavailable(
@@ -127,7 +130,7 @@ class Router:
                 "upstreams %s are configured but not running (restart to add them)",
                 ", ".join(name for name in chain if name not in self._by_name),
             )
-        return RoutePlan(route, found)
+        return RoutePlan(route, found, confidence)
 
     @property
     def upstreams(self) -> tuple[Upstream, ...]:
