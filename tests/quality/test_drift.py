@@ -211,6 +211,6 @@ def test_the_gauges_carry_the_monitors_figures_through_metrics() -> None:
     drift = [
         line
         for line in text.splitlines()
-        if line.startswith('localgate_quality_drift{') and 'signal="output_length"' in line
+        if line.startswith("localgate_quality_drift{") and 'signal="output_length"' in line
     ]
     assert len(drift) == 1 and float(drift[0].rsplit(" ", 1)[1]) > ALERT_THRESHOLD

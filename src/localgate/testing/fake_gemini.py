@@ -53,6 +53,8 @@ class _Behaviour:
     delay_s: float = 0.0
     model_version: str | None = None  # modelVersion in answers; None = the model's name
     signature: str | None = None  # a thoughtSignature on the answer's (last event's) part
+    # candidates[].avgLogprobs by model (the path's model id); "*" for any other model
+    avg_logprobs: dict[str, float] | None = None
 
 
 class FakeGemini:
@@ -193,6 +195,12 @@ class FakeGemini:
         with self._lock:
             self._behaviour.signature = signature
 
+    def logprobs(self, by_model: dict[str, float] | None) -> None:
+        """Give answers ``candidates[].avgLogprobs``: the value of the path's model, else of
+        ``"*"`` (a stream carries it on every event); None for none."""
+        with self._lock:
+            self._behaviour.avg_logprobs = dict(by_model) if by_model else None
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -255,6 +263,7 @@ class FakeGemini:
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
             answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
+            _with_logprobs(answer, model, behaviour.avg_logprobs)
             return _signed(answer, behaviour.signature)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
@@ -299,6 +308,7 @@ class FakeGemini:
                         return response
                 final = index == len(chunks) - 1
                 event = _generate_response(text, model, final=final)
+                _with_logprobs(event, _model_id(request.path), behaviour.avg_logprobs)
                 if final:
                     event = _signed(event, behaviour.signature)
                 await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
@@ -347,6 +357,14 @@ def _generate_response(text: str, model: str, *, final: bool) -> dict[str, Any]:
         "modelVersion": model,
         "responseId": "fake-response",
     }
+
+
+def _with_logprobs(answer: dict[str, Any], model: str, by_model: dict[str, float] | None) -> None:
+    if by_model is None:
+        return
+    value = by_model.get(model, by_model.get("*"))
+    if value is not None:
+        answer["candidates"][0]["avgLogprobs"] = value
 
 
 def _signed(answer: dict[str, Any], signature: str | None) -> dict[str, Any]:
