@@ -266,3 +266,19 @@ def test_the_quality_report_reads_a_running_gateway(
     models = {(s["model"], s["model_version"]) for s in report["series"]}
     assert ("gemini-2.0-flash", "gemini-2.0-flash") in models
     assert report["confidence"]["gemini-2.0-flash"]["scored"] >= 1
+    text = CliRunner().invoke(main, ["quality", "report", "--url", gateway.base_url])
+    assert text.exit_code == 0, text.output
+    assert "gemini-2.0-flash (version gemini-2.0-flash)" in text.output
+    assert "Low-confidence answers (since the gateway started):" in text.output
+
+
+def test_the_report_says_when_no_gateway_answers() -> None:
+    from click.testing import CliRunner
+
+    from localgate.cli import main
+
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(main, ["quality", "report", "--url", url])
+
+    assert result.exit_code == 2
+    assert "is the gateway running?" in result.output

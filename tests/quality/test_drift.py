@@ -135,7 +135,8 @@ def test_nothing_is_shown_before_both_windows_hold_enough_answers() -> None:
     feed(monitor, clock, [usual(rng) for _ in range(500)], every_s=1.0)
     clock.now += 3600
     (report,) = monitor.reports()
-    assert report.reference_fixed and report.recent_answers == 0
+    assert report.reference_fixed
+    assert report.recent_answers == 0
     assert report.drift == {}
 
 
@@ -213,4 +214,5 @@ def test_the_gauges_carry_the_monitors_figures_through_metrics() -> None:
         for line in text.splitlines()
         if line.startswith("localgate_quality_drift{") and 'signal="output_length"' in line
     ]
-    assert len(drift) == 1 and float(drift[0].rsplit(" ", 1)[1]) > ALERT_THRESHOLD
+    assert len(drift) == 1
+    assert float(drift[0].rsplit(" ", 1)[1]) > ALERT_THRESHOLD
