@@ -127,6 +127,7 @@ def test_a_low_confidence_answer_is_asked_again_on_the_stronger_model(
         "from": "gemini-2.5-flash",
         "to": "gemini-2.5-pro",
         "first_avg_logprob": -2.5,
+        "first_total_tokens": 13,
         "failed": False,
     }
     assert [a["status"] for a in record["attempts"]] == [200, 200]

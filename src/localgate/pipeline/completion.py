@@ -102,7 +102,12 @@ class Completion:
             if permit is not None:
                 ctx.permit = None
                 usage = ctx.usage
-                permit.release(Settlement(outcome, ctx.attempt > 0, usage.total if usage else None))
+                tokens = usage.total if usage else None
+                # A low-confidence first answer asked again elsewhere used tokens too.
+                extra = self._quality.extra_tokens(ctx)
+                if extra:
+                    tokens = (tokens or 0) + extra
+                permit.release(Settlement(outcome, ctx.attempt > 0, tokens))
             self._log(ctx, status, error_status)
             telemetry.end_request(ctx, status, error_status)
 

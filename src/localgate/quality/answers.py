@@ -87,6 +87,7 @@ class AnswerFacts:
     finish_reason: str | None = None
     prompt_blocked: bool = False
     output_tokens: int | None = None
+    total_tokens: int | None = None
     _logprobs: dict[int, _Logprobs] = field(default_factory=dict)
 
     def add(self, answer: Any) -> None:
@@ -102,6 +103,9 @@ class AnswerFacts:
             count = usage.get("candidatesTokenCount")
             if isinstance(count, int) and count >= 0:
                 self.output_tokens = count
+            total = usage.get("totalTokenCount")
+            if isinstance(total, int) and total >= 0:
+                self.total_tokens = total
         feedback = answer.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self.prompt_blocked = True

@@ -170,6 +170,14 @@ class QualityStage:
         if self._metrics is not None:
             self._metrics.retried(state.first_model, "failed")
 
+    def extra_tokens(self, ctx: RequestContext) -> int:
+        """Tokens of a first answer set aside for a stronger model's: the request used
+        them too, and the limits settle them with the answer's own."""
+        state = ctx.quality
+        if not isinstance(state, _Request) or state.first is None or state.retry_failed:
+            return 0
+        return state.first.total_tokens or 0
+
     # -- the end ----------------------------------------------------------------
 
     def finish(self, ctx: RequestContext, outcome: Outcome) -> None:
@@ -217,6 +225,7 @@ def _mark(ctx: RequestContext, state: _Request) -> bool:
             "from": state.first_model,
             "to": rule.retry_on,
             "first_avg_logprob": round(first, 6) if first is not None else None,
+            "first_total_tokens": state.first.total_tokens,
             "failed": state.retry_failed,
         }
     ctx.confidence = confidence
