@@ -189,6 +189,7 @@ CONFIGURED_COMMANDS = {
     "rag query": ["text", "--collection", "c"],
     "rag list": [],
     "rag delete": ["--collection", "c", "--yes"],
+    "quality report": [],
 }
 # Reads no configuration (a proof and a public key are all it needs), but takes --config too.
 UNCONFIGURED_COMMANDS = {"audit check-proof"}

@@ -20,12 +20,13 @@ from typing import Any
 import click
 from prometheus_client.parser import text_string_to_metric_families
 
-from localgate.cli.options import config_option, load_or_exit
+from localgate.cli.options import config_option, group_config_option, load_or_exit
 
 __all__ = ["build_report", "quality"]
 
 
 @click.group()
+@group_config_option
 def quality() -> None:
     """Quality signals of a running gateway: drift and low-confidence answers."""
 
