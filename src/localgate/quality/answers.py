@@ -145,9 +145,13 @@ class AnswerFacts:
     def avg_logprob(self) -> float | None:
         """The average log-probability per token: the lowest of the candidates' (None if
         the answer carried none)."""
-        means = [
-            mean for logprobs in self._logprobs.values() if (mean := logprobs.mean()) is not None
-        ]
+        logprobs = self._logprobs
+        if not logprobs:
+            return None
+        if len(logprobs) == 1:
+            for only in logprobs.values():
+                return only.mean()
+        means = [mean for entry in logprobs.values() if (mean := entry.mean()) is not None]
         return min(means) if means else None
 
     @property

@@ -48,6 +48,7 @@ class _Request:
     first: AnswerFacts | None = None
     first_model: str | None = None
     retry_failed: bool = False
+    marked: bool = False  # ``ctx.confidence`` says what the answer in ``facts`` is
     counted: bool = False  # the answer in ``facts`` already went to drift and metrics
 
 
@@ -134,6 +135,8 @@ class QualityStage:
         state.facts = AnswerFacts()
         state.facts.add(answer)
         state.answered = True
+        if state.rule is None:
+            return
         if _mark(ctx, state):
             ctx.reply_headers[CONFIDENCE_HEADER] = "low"
         else:
@@ -159,6 +162,7 @@ class QualityStage:
         self._count(state)
         state.first, state.first_model = state.facts, state.model
         state.facts, state.model, state.counted = AnswerFacts(), model, False
+        state.marked = False
 
     def retry_failed(self, ctx: RequestContext) -> None:
         """The stronger model could not answer: the first answer is the request's after all."""
@@ -166,7 +170,7 @@ class QualityStage:
         if not isinstance(state, _Request) or state.first is None or state.first_model is None:
             return
         state.facts, state.model, state.counted = state.first, state.first_model, True
-        state.retry_failed = True
+        state.retry_failed, state.marked = True, False
         if self._metrics is not None:
             self._metrics.retried(state.first_model, "failed")
 
@@ -186,7 +190,8 @@ class QualityStage:
         state = ctx.quality
         if not isinstance(state, _Request) or not state.answered:
             return
-        _mark(ctx, state)
+        if state.rule is not None and not state.marked:  # a stream, or a first answer restored
+            _mark(ctx, state)
         if state.first is not None and not state.retry_failed and self._metrics is not None:
             result = "low" if _low(state) else "confident"
             self._metrics.retried(state.first_model or "", result)
@@ -209,13 +214,15 @@ def _low(state: _Request) -> bool:
 
 def _mark(ctx: RequestContext, state: _Request) -> bool:
     """Write the answer's confidence for the audit record and access log; whether low."""
-    rule, average = state.rule, state.facts.avg_logprob
-    if rule is None or average is None:
+    state.marked = True
+    rule = state.rule
+    average = state.facts.avg_logprob if rule is not None else None
+    if rule is None or (average is None and state.first is None):
         ctx.confidence = None
         return False
-    low = average < rule.min_avg_logprob
+    low = average is not None and average < rule.min_avg_logprob
     confidence: dict[str, Any] = {
-        "avg_logprob": round(average, 6),
+        "avg_logprob": round(average, 6) if average is not None else None,
         "threshold": rule.min_avg_logprob,
         "low": low,
     }

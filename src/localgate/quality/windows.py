@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from localgate.quality.answers import FINISH_REASONS, LENGTH_EDGES, AnswerFacts, finish_index
+from localgate.quality.answers import (
+    FINISH_REASONS,
+    LENGTH_EDGES,
+    REFUSALS,
+    AnswerFacts,
+    finish_index,
+)
 from localgate.quality.answers import length_bin as _length_bin
 
 __all__ = ["Reference", "SlidingWindow", "Tally"]
@@ -27,11 +33,12 @@ class Tally:
 
     def add(self, facts: AnswerFacts) -> None:
         """Count one answer."""
+        outcome = facts.outcome
         self.answers += 1
-        self.refusals += facts.refused
+        self.refusals += outcome in REFUSALS
         if facts.output_tokens is not None:
             self.lengths[_length_bin(facts.output_tokens)] += 1
-        self.finishes[finish_index(facts.outcome)] += 1
+        self.finishes[finish_index(outcome)] += 1
         average = facts.avg_logprob
         if average is not None:
             self.logprob_sum += average
