@@ -20,6 +20,9 @@ PROMPT = {"contents": [{"role": "user", "parts": [{"text": "Call me on 138123456
 CONFIG = """
 upstreams:
   dead: {{base_url: 'http://127.0.0.1:{port}', api_key_env: DEAD_KEY}}
+  elsewhere: {{base_url: '{elsewhere}', api_key_env: ELSEWHERE_KEY}}
+tenants:
+  acme: {{upstreams: [default, dead]}}
 retries: {{max_attempts: 1, attempts_per_upstream: 1}}
 routes:
   - models: [gemini-2.5-flash]
@@ -30,6 +33,10 @@ routes:
     retry_low_confidence_on: gemini-unreachable
   - models: [gemini-unreachable]
     upstream: dead
+  - models: [gemini-1.0-pro]
+    retry_low_confidence_on: gemini-abroad
+  - models: [gemini-abroad]
+    upstream: elsewhere
 quality:
   min_avg_logprob: -1.0
   drift:
@@ -46,13 +53,30 @@ def quality_upstream() -> Iterator[FakeGemini]:
 
 
 @pytest.fixture(scope="module")
+def elsewhere() -> Iterator[FakeGemini]:
+    """An upstream tenant acme may not reach."""
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
 def module_gateway(
-    quality_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory
+    quality_upstream: FakeGemini,
+    elsewhere: FakeGemini,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch_module: pytest.MonkeyPatch,
 ) -> Iterator[RunningGateway]:
     data = tmp_path_factory.mktemp("quality") / "data"
-    config = CONFIG.format(port=free_port())
+    monkeypatch_module.setenv("ELSEWHERE_KEY", "elsewhere-key")
+    config = CONFIG.format(port=free_port(), elsewhere=elsewhere.base_url)
     with run_gateway(data, quality_upstream.base_url, config=config) as gateway:
         yield gateway
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
 
 
 @pytest.fixture
@@ -174,6 +198,20 @@ def test_when_the_stronger_model_fails_the_first_answer_is_sent_marked(
     record = completion(gateway, response)
     assert record["confidence"]["retried"]["failed"] is True
     assert record["outcome"] == "forwarded"
+
+
+def test_the_stronger_model_is_never_sent_where_the_tenant_may_not_go(
+    gateway: RunningGateway, fake: FakeGemini, elsewhere: FakeGemini
+) -> None:
+    fake.logprobs({"*": -2.0})
+    elsewhere.reset()
+
+    response = gateway.generate(PROMPT, model="gemini-1.0-pro")
+
+    assert response.status_code == 200, response.text
+    assert elsewhere.requests == []  # residency holds for the retry as for any request
+    assert response.headers["x-localgate-confidence"] == "low"
+    assert completion(gateway, response)["confidence"]["retried"]["failed"] is True
 
 
 def test_a_route_sets_its_own_threshold(gateway: RunningGateway, fake: FakeGemini) -> None:

@@ -156,8 +156,9 @@ class PromptDrift:
         found = []
         for tenant, state in self._state.items():
             self._expire(state, number)
-            prompts = int(sum(entry[2] for entry in state.recent))
-            similarities = math.fsum(entry[1] for entry in state.recent)
+            recent = list(state.recent)
+            prompts = int(sum(entry[2] for entry in recent))
+            similarities = math.fsum(entry[1] for entry in recent)
             reference = None
             if state.reference_sum is not None and state.reference_prompts:
                 # The mean similarity of unit vectors to their centroid is |sum| / n.

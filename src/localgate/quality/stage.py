@@ -167,9 +167,13 @@ class QualityStage:
     def retry_failed(self, ctx: RequestContext) -> None:
         """The stronger model could not answer: the first answer is the request's after all."""
         state = ctx.quality
-        if not isinstance(state, _Request) or state.first is None or state.first_model is None:
+        if not isinstance(state, _Request):
             return
-        state.facts, state.model, state.counted = state.first, state.first_model, True
+        if state.first is None or state.first_model is None:
+            # Refused before it was sent (routing, residency): the first answer is uncounted.
+            state.first, state.first_model = state.facts, state.model
+        else:
+            state.facts, state.model, state.counted = state.first, state.first_model, True
         state.retry_failed, state.marked = True, False
         if self._metrics is not None:
             self._metrics.retried(state.first_model, "failed")

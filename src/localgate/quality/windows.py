@@ -89,7 +89,7 @@ class SlidingWindow:
         """Every answer in the window ending at ``now``."""
         self._expire(int(now // self._slice_s))
         total = Tally()
-        for _, tally in self._slices:
+        for _, tally in list(self._slices):
             total.merge(tally)
         return total
 
