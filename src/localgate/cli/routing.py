@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from localgate.config import DEFAULT_UPSTREAM, Settings
+import fnmatch
+
+from localgate.config import DEFAULT_UPSTREAM, RouteSettings, Settings
 
 __all__ = ["describe_routes"]
 
@@ -29,6 +31,18 @@ def describe_routes(settings: Settings) -> list[str]:
                 f"  split {share} (sticky per {route.sticky}){as_model} -> "
                 f"{' -> '.join(route.chain_of(side))}"
             )
+        if route.retry_low_confidence_on is not None:
+            # A low-confidence unary answer is asked again, routed as its own model.
+            again = settings.max_attempts_of(_route_of(settings, route.retry_low_confidence_on))
+            worst = max(worst, attempts + again)
+            threshold = route.min_avg_logprob
+            if threshold is None:
+                threshold = settings.quality.min_avg_logprob
+            below = f"below avg logprob {threshold:g}" if threshold is not None else "never"
+            lines.append(
+                f"  low confidence ({below}): asked again of {route.retry_low_confidence_on}; "
+                f"at most {attempts + again} attempt(s) in all"
+            )
     lines.append(
         f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
     )
@@ -39,3 +53,11 @@ def describe_routes(settings: Settings) -> list[str]:
             )
     lines.append(f"a request makes at most {worst} upstream attempt(s)")
     return lines
+
+
+def _route_of(settings: Settings, model: str) -> RouteSettings | None:
+    """The first route whose models match ``model`` (tenants aside)."""
+    for route in settings.routes:
+        if any(fnmatch.fnmatch(model.lower(), glob.lower()) for glob in route.models):
+            return route
+    return None
