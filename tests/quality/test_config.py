@@ -54,3 +54,21 @@ def test_check_counts_the_retry_on_a_stronger_model_among_the_attempts(tmp_path:
         "attempt(s) in all" in result.output
     )
     assert "a request makes at most 4 upstream attempt(s)" in result.output
+
+
+def test_thresholds_reload_and_the_drift_windows_wait_for_a_restart() -> None:
+    from localgate.config import Settings
+    from localgate.policy import PolicySnapshot
+    from localgate.policy.reload import restart_needed_for
+
+    running = Settings()
+    changed = Settings.model_validate(
+        {"quality": {"min_avg_logprob": -0.7, "drift": {"recent_window_s": 60}}}
+    )
+
+    assert restart_needed_for(running, changed) == [
+        "quality.drift.recent_window_s: changed; takes effect after a restart"
+    ]
+    rule = PolicySnapshot.build(changed).default.routing.confidence
+    assert rule is not None
+    assert rule.min_avg_logprob == -0.7
