@@ -321,3 +321,22 @@ def test_the_report_says_when_no_gateway_answers() -> None:
 
     assert result.exit_code == 2
     assert "is the gateway running?" in result.output
+
+
+def test_a_restarted_gateway_keeps_its_drift_references(tmp_path: Path, fake: FakeGemini) -> None:
+    config = "quality: {drift: {reference_answers: 2, min_answers: 1}}\n"
+    series = {
+        "model": "gemini-2.5-flash",
+        "model_version": "gemini-2.5-flash",
+        "window": "reference",
+    }
+    with run_gateway(tmp_path / "data", fake.base_url, config=config) as first:
+        for _ in range(2):
+            assert first.generate(PROMPT).status_code == 200
+        assert metric(first, "localgate_quality_window_answers", **series) == 2
+
+    with run_gateway(tmp_path / "data", fake.base_url, config=config) as second:
+        assert metric(second, "localgate_quality_window_answers", **series) == 2
+        recent = {**series, "window": "recent"}
+        assert metric(second, "localgate_quality_window_answers", **recent) == 0
+    assert (tmp_path / "data" / "quality-drift.json").exists()

@@ -107,7 +107,10 @@ def create_app(
         # Drift and confidence (docs/quality.md); prompt drift embeds with an embedder of
         # its own, built in its worker thread only when configured.
         quality = QualityStage(
-            settings.quality, metrics, embedder=lambda: build_embedder(settings.embeddings)
+            settings.quality,
+            metrics,
+            embedder=lambda: build_embedder(settings.embeddings),
+            state_path=settings.quality_state_path,
         )
         pipeline = Pipeline(
             identity=IdentityStage(keys, lambda: reloader.current),

@@ -56,6 +56,9 @@ class DriftSettings(Section):
     # compare: a new model version gets its own reference, and its recent answers are also
     # compared with the previous version's reference. reset: only its own reference.
     on_version_change: Literal["compare", "reset"] = "compare"
+    # Fixed references are saved in <data_dir>/quality-drift.json (every few minutes and at
+    # shutdown) and taken up again at start, so a restart does not start them over.
+    persist: bool = True
     prompts: PromptDriftSettings = PromptDriftSettings()
 
     @model_validator(mode="after")

@@ -237,6 +237,11 @@ class Settings(Section):
         return self.audit.signing_key_file or self.data_dir / "audit-signing.key"
 
     @property
+    def quality_state_path(self) -> Path:
+        """Where the drift references are saved between runs (docs/quality.md)."""
+        return self.data_dir / "quality-drift.json"
+
+    @property
     def access_log_path(self) -> Path:
         """Where the JSON access log goes."""
         return self.logging.access_log or self.data_dir / "logs" / "access.log"

@@ -11,6 +11,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from localgate.config import DriftSettings
 from localgate.observability.quality import Reading
@@ -21,6 +22,8 @@ from localgate.quality.windows import Reference, SlidingWindow, Tally
 __all__ = ["DriftMonitor", "SeriesReport"]
 
 logger = logging.getLogger("localgate.quality")
+# The saved state's format: the bins are checked too, so a change of bins discards it.
+_FORMAT = 1
 
 
 @dataclass(slots=True)
@@ -96,6 +99,65 @@ class DriftMonitor:
             if self._latest.get(old_model) == old_version:
                 del self._latest[old_model]
         return series
+
+    def saved(self) -> dict[str, Any]:
+        """What outlives a restart: the fixed references (and the previous versions' they
+        are compared with), and each model's latest version. Recent windows and references
+        still filling start again."""
+        series = []
+        for (model, version), entry in list(self._series.items()):
+            if not entry.reference.fixed:
+                continue
+            series.append(
+                {
+                    "model": model,
+                    "model_version": version,
+                    "reference": entry.reference.tally.to_json(),
+                    "previous_version": entry.previous_version,
+                    "previous": entry.previous.to_json() if entry.previous else None,
+                }
+            )
+        return {"format": _FORMAT, "series": series, "latest": dict(self._latest)}
+
+    def restore(self, saved: Any) -> int:
+        """Take up the references of ``saved`` (from ``saved()``); how many. ``ValueError``
+        if it is not such a state."""
+        if not isinstance(saved, dict) or saved.get("format") != _FORMAT:
+            raise ValueError("not a saved drift state of this version")
+        restored: list[tuple[tuple[str, str], _Series]] = []
+        settings = self._settings
+        for entry in saved.get("series") or ():
+            if not isinstance(entry, dict):
+                raise ValueError("a series is an object")
+            model, version = entry.get("model"), entry.get("model_version")
+            before = entry.get("previous_version")
+            if not isinstance(model, str) or not isinstance(version, str):
+                raise ValueError("a series names its model and version")
+            previous = entry.get("previous")
+            restored.append(
+                (
+                    (model, version),
+                    _Series(
+                        Reference.fixed_at(Tally.from_json(entry.get("reference"))),
+                        SlidingWindow(settings.recent_window_s, settings.slices),
+                        Tally.from_json(previous) if previous is not None else None,
+                        before if isinstance(before, str) and previous is not None else None,
+                    ),
+                )
+            )
+        latest = saved.get("latest") or {}
+        if not isinstance(latest, dict):
+            raise ValueError("latest is an object")
+        for key, series in restored[-settings.max_series :]:
+            self._series[key] = series
+        self._latest.update(
+            {
+                model: version
+                for model, version in latest.items()
+                if (model, version) in self._series
+            }
+        )
+        return min(len(restored), settings.max_series)
 
     def reports(self) -> list[SeriesReport]:
         """Every tracked model version's windows and divergences, now."""

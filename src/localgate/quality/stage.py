@@ -9,11 +9,18 @@ Only generateContent and streamGenerateContent are looked at.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from localgate.config import QualitySettings
 from localgate.exchange.context import RequestContext
@@ -34,6 +41,10 @@ __all__ = ["CONFIDENCE_HEADER", "QualityStage"]
 # before the answer exists: they are marked in the metric and audit record only.)
 CONFIDENCE_HEADER = "x-localgate-confidence"
 _GENERATING = frozenset({GeminiMethod.GENERATE_CONTENT, GeminiMethod.STREAM_GENERATE_CONTENT})
+# How often the drift references are saved while the gateway runs (and once at shutdown).
+_SAVE_EVERY_S = 300.0
+
+logger = logging.getLogger("localgate.quality")
 
 
 @dataclass(slots=True)
@@ -67,9 +78,12 @@ class QualityStage:
         clock: Callable[[], float] = time.monotonic,
         random: Callable[[], float] = random.random,
         embedder: Callable[[], Embedder] = HashingEmbedder,
+        state_path: Path | None = None,
     ) -> None:
         settings = settings or QualitySettings()
         drift = settings.drift
+        self._state_path = state_path if drift.enabled and drift.persist else None
+        self._saver: asyncio.Task[None] | None = None
         self.drift = DriftMonitor(drift, clock) if drift.enabled else None
         self.prompts = (
             PromptDrift(
@@ -91,14 +105,70 @@ class QualityStage:
                 self._metrics.add_source(self.prompts.readings)
 
     async def start(self) -> None:
-        """Begin embedding sampled prompts (if configured)."""
+        """Take up the saved drift references; begin embedding sampled prompts and saving
+        the references now and then (each if configured)."""
+        if self._state_path is not None:
+            await asyncio.to_thread(self.load)
+            self._saver = asyncio.create_task(self._save_forever())
         if self.prompts is not None:
             await self.prompts.start()
 
     async def close(self) -> None:
-        """Stop the prompt worker."""
+        """Stop the workers; save the drift references."""
         if self.prompts is not None:
             await self.prompts.close()
+        if self._saver is not None:
+            self._saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._saver
+            self._save_logged()
+
+    def load(self) -> int:
+        """Restore the drift references saved by an earlier run; how many. A missing file
+        is a first start; an unreadable one is logged and left for a fresh start."""
+        path = self._state_path
+        if path is None or self.drift is None:
+            return 0
+        try:
+            restored = self.drift.restore(orjson.loads(path.read_bytes()))
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            logger.warning(
+                "quality: drift references in %s not used (%s); starting afresh", path, exc
+            )
+            return 0
+        logger.info("quality: %d drift reference(s) taken up from %s", restored, path)
+        return restored
+
+    def save(self) -> None:
+        """Write the drift references (atomically: a crash leaves the last good file)."""
+        if self._state_path is not None and self.drift is not None:
+            self._write(self._state_path, orjson.dumps(self.drift.saved()))
+
+    @staticmethod
+    def _write(path: Path, state: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.partial")
+        partial.write_bytes(state)
+        os.replace(partial, path)
+
+    def _save_logged(self) -> None:
+        try:
+            self.save()
+        except OSError:
+            logger.exception("quality: saving the drift references failed")
+
+    async def _save_forever(self) -> None:
+        path = self._state_path
+        while path is not None and self.drift is not None:
+            await asyncio.sleep(_SAVE_EVERY_S)
+            # Read on the event loop's thread (a consistent picture), written off it.
+            state = orjson.dumps(self.drift.saved())
+            try:
+                await asyncio.to_thread(self._write, path, state)
+            except OSError:
+                logger.exception("quality: saving the drift references failed")
 
     # -- the request's path ----------------------------------------------------
 

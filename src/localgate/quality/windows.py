@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from localgate.quality.answers import (
     FINISH_REASONS,
@@ -53,6 +54,36 @@ class Tally:
         self.logprob_sum += other.logprob_sum
         self.logprob_answers += other.logprob_answers
 
+    def to_json(self) -> dict[str, Any]:
+        """The counts, for the saved state."""
+        return {
+            "answers": self.answers,
+            "refusals": self.refusals,
+            "lengths": self.lengths,
+            "finishes": self.finishes,
+            "logprob_sum": self.logprob_sum,
+            "logprob_answers": self.logprob_answers,
+        }
+
+    @classmethod
+    def from_json(cls, saved: Any) -> Tally:
+        """Counts saved by ``to_json``; ``ValueError`` if they do not fit these bins."""
+        if not isinstance(saved, dict):
+            raise ValueError("a tally is an object")
+        tally = cls(
+            answers=_count(saved.get("answers")),
+            refusals=_count(saved.get("refusals")),
+            lengths=[_count(value) for value in saved.get("lengths") or ()],
+            finishes=[_count(value) for value in saved.get("finishes") or ()],
+            logprob_sum=float(saved.get("logprob_sum", 0.0)),
+            logprob_answers=_count(saved.get("logprob_answers")),
+        )
+        if len(tally.lengths) != len(LENGTH_EDGES) + 1 or len(tally.finishes) != len(
+            FINISH_REASONS
+        ):
+            raise ValueError("saved with other bins")
+        return tally
+
     @property
     def refusal_ratio(self) -> float:
         """Share of the answers refused."""
@@ -62,6 +93,12 @@ class Tally:
     def avg_logprob(self) -> float | None:
         """Mean average log-probability of the answers that had one."""
         return self.logprob_sum / self.logprob_answers if self.logprob_answers else None
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
 
 
 class SlidingWindow:
@@ -110,6 +147,13 @@ class Reference:
         self._period_s = period_s
         self._min_answers = min_answers
         self._started: float | None = None
+
+    @classmethod
+    def fixed_at(cls, tally: Tally) -> Reference:
+        """A reference fixed with ``tally`` (restored from the saved state)."""
+        reference = cls(tally.answers, None, tally.answers)
+        reference.tally, reference.fixed = tally, True
+        return reference
 
     def add(self, facts: AnswerFacts, now: float) -> None:
         """Count ``facts`` unless the reference is fixed already."""
