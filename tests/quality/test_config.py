@@ -50,10 +50,10 @@ def test_check_counts_the_retry_on_a_stronger_model_among_the_attempts(tmp_path:
 
     assert result.exit_code == 0, result.output
     assert (
-        "  low confidence (below avg logprob -1.5): asked again of gemini-2.5-pro; at most 4 "
+        "  low confidence (below avg logprob -1.5): asked again of gemini-2.5-pro; at most 3 "
         "attempt(s) in all" in result.output
     )
-    assert "a request makes at most 4 upstream attempt(s)" in result.output
+    assert "a request makes at most 3 upstream attempt(s)" in result.output
 
 
 def test_thresholds_reload_and_the_drift_windows_wait_for_a_restart() -> None:

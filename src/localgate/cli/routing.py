@@ -33,15 +33,19 @@ def describe_routes(settings: Settings) -> list[str]:
             )
         if route.retry_low_confidence_on is not None:
             # A low-confidence unary answer is asked again, routed as its own model.
+            # The dispatcher counts the request's attempts across both calls: the stronger
+            # model's call makes one attempt at least, more while the total is below its
+            # route's limit.
             again = settings.max_attempts_of(_route_of(settings, route.retry_low_confidence_on))
-            worst = max(worst, attempts + again)
+            in_all = max(attempts + 1, again)
+            worst = max(worst, in_all)
             threshold = route.min_avg_logprob
             if threshold is None:
                 threshold = settings.quality.min_avg_logprob
             below = f"below avg logprob {threshold:g}" if threshold is not None else "never"
             lines.append(
                 f"  low confidence ({below}): asked again of {route.retry_low_confidence_on}; "
-                f"at most {attempts + again} attempt(s) in all"
+                f"at most {in_all} attempt(s) in all"
             )
     lines.append(
         f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
