@@ -20,7 +20,7 @@ PROMPT = {"contents": [{"role": "user", "parts": [{"text": "Call me on 138123456
 CONFIG = """
 upstreams:
   dead: {{base_url: 'http://127.0.0.1:{port}', api_key_env: DEAD_KEY}}
-  elsewhere: {{base_url: '{elsewhere}', api_key_env: ELSEWHERE_KEY}}
+  elsewhere: {{base_url: '{elsewhere}', api_key_file: '{elsewhere_keys}'}}
 tenants:
   acme: {{upstreams: [default, dead]}}
 retries: {{max_attempts: 1, attempts_per_upstream: 1}}
@@ -61,22 +61,16 @@ def elsewhere() -> Iterator[FakeGemini]:
 
 @pytest.fixture(scope="module")
 def module_gateway(
-    quality_upstream: FakeGemini,
-    elsewhere: FakeGemini,
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch_module: pytest.MonkeyPatch,
+    quality_upstream: FakeGemini, elsewhere: FakeGemini, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningGateway]:
-    data = tmp_path_factory.mktemp("quality") / "data"
-    monkeypatch_module.setenv("ELSEWHERE_KEY", "elsewhere-key")
-    config = CONFIG.format(port=free_port(), elsewhere=elsewhere.base_url)
+    folder = tmp_path_factory.mktemp("quality")
+    # A key, so that only the residency list keeps requests from reaching it.
+    keys = folder / "elsewhere.keys"
+    keys.write_text("elsewhere-key\n")
+    config = CONFIG.format(port=free_port(), elsewhere=elsewhere.base_url, elsewhere_keys=keys)
+    data = folder / "data"
     with run_gateway(data, quality_upstream.base_url, config=config) as gateway:
         yield gateway
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
 
 
 @pytest.fixture
