@@ -190,6 +190,7 @@ CONFIGURED_COMMANDS = {
     "rag query": ["text", "--collection", "c"],
     "rag list": [],
     "rag delete": ["--collection", "c", "--yes"],
+    "quality report": [],
 }
 # Reads no configuration (a proof and a public key are all it needs), but takes --config too.
 # Commands that read no configuration: a proof check, and the contract (the same for every

@@ -35,6 +35,7 @@ from localgate.openai.routes import is_openai_path
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
+from localgate.quality import QualityStage
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.telemetry import open_tracing, trace_config
@@ -46,6 +47,7 @@ from localgate.upstream.openai_compat import OpenAICompatUpstream
 if TYPE_CHECKING:
     # Imported only with limits.backend: redis (it needs the Redis client).
     from localgate.upstream.shared_breakers import SharedBreakers
+from localgate.vectorstore.embedders import build_embedder
 
 __all__ = ["create_app", "server_options"]
 
@@ -127,6 +129,14 @@ def create_app(
             metrics=metrics,
         )
         shared_breakers = _share_breakers(settings, dispatcher)
+        # Drift and confidence (docs/quality.md); prompt drift embeds with an embedder of
+        # its own, built in its worker thread only when configured.
+        quality = QualityStage(
+            settings.quality,
+            metrics,
+            embedder=lambda: build_embedder(settings.embeddings),
+            state_path=settings.quality_state_path,
+        )
         pipeline = Pipeline(
             identity=IdentityStage(keys, lambda: reloader.current, settings.server),
             limits=limiter,
@@ -137,6 +147,7 @@ def create_app(
             dispatcher=dispatcher,
             access_log=access_log,
             metrics=metrics,
+            quality=quality,
         )
         services = GatewayServices(
             pipeline=pipeline,
@@ -147,6 +158,7 @@ def create_app(
         )
         if trail is not None:
             await trail.start()
+        await quality.start()
         # Everything built so far lives as long as the process: move it out of the
         # cyclic collector's way, so full collections stay short under load.
         gc.collect()
@@ -170,6 +182,7 @@ def create_app(
             }
         finally:
             hangup.close()
+            await quality.close()
             await limiter.close()
             if shared_breakers is not None:
                 await shared_breakers.close()

@@ -138,6 +138,8 @@ class TrailAudit:
             fields["attempts"] = ctx.attempts
         if ctx.model_version:
             fields["model_version"] = ctx.model_version
+        if ctx.confidence is not None:
+            fields["confidence"] = ctx.confidence  # docs/quality.md
         usage = ctx.usage
         if usage is not None:
             fields["usage"] = {

@@ -53,6 +53,11 @@ _LAZY_GROUPS = {
         "rag",
         "Local retrieval: ingest documents, search them, list and delete collections.",
     ),
+    "quality": (
+        "localgate.cli.quality",
+        "quality",
+        "Quality signals of a running gateway: drift and low-confidence answers.",
+    ),
     "doctor": (
         "localgate.cli.doctor",
         "doctor",

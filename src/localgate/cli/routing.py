@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from localgate.config import DEFAULT_UPSTREAM, Settings
+import fnmatch
+
+from localgate.config import DEFAULT_UPSTREAM, RouteSettings, Settings
 
 __all__ = ["describe_routes"]
 
@@ -30,6 +32,22 @@ def describe_routes(settings: Settings) -> list[str]:
                 f"  split {share} (sticky per {route.sticky}){as_model} -> "
                 f"{' -> '.join(route.chain_of(side))}{_unredacted(settings, route.chain_of(side))}"
             )
+        if route.retry_low_confidence_on is not None:
+            # A low-confidence unary answer is asked again, routed as its own model.
+            # The dispatcher counts the request's attempts across both calls: the stronger
+            # model's call makes one attempt at least, more while the total is below its
+            # route's limit.
+            again = settings.max_attempts_of(_route_of(settings, route.retry_low_confidence_on))
+            in_all = max(attempts + 1, again)
+            worst = max(worst, in_all)
+            threshold = route.min_avg_logprob
+            if threshold is None:
+                threshold = settings.quality.min_avg_logprob
+            below = f"below avg logprob {threshold:g}" if threshold is not None else "never"
+            lines.append(
+                f"  low confidence ({below}): asked again of {route.retry_low_confidence_on}; "
+                f"at most {in_all} attempt(s) in all"
+            )
     lines.append(
         f"other models -> {DEFAULT_UPSTREAM}; at most {settings.max_attempts_of(None)} attempt(s)"
     )
@@ -49,3 +67,11 @@ def _unredacted(settings: Settings, chain: tuple[str, ...]) -> str:
     if all(name in named and not named[name].redaction for name in chain):
         return "; NOT redacted (every upstream in-house with redaction: false)"
     return ""
+
+
+def _route_of(settings: Settings, model: str) -> RouteSettings | None:
+    """The first route whose models match ``model`` (tenants aside)."""
+    for route in settings.routes:
+        if any(fnmatch.fnmatch(model.lower(), glob.lower()) for glob in route.models):
+            return route
+    return None

@@ -30,6 +30,7 @@ from localgate.config.loading import (
     load_settings,
 )
 from localgate.config.openai import OpenAISettings
+from localgate.config.quality import DriftSettings, PromptDriftSettings, QualitySettings
 from localgate.config.redaction import (
     BUILTIN_TYPES,
     Action,
@@ -86,6 +87,7 @@ __all__ = [
     "CacheSettings",
     "CircuitBreakerSettings",
     "ClientCertificates",
+    "DriftSettings",
     "EgressSettings",
     "EmbeddingSettings",
     "LimitSettings",
@@ -95,7 +97,9 @@ __all__ = [
     "NamedUpstreamSettings",
     "OpenAISettings",
     "Priority",
+    "PromptDriftSettings",
     "ProxySettings",
+    "QualitySettings",
     "RagSettings",
     "RedactionRule",
     "RedactionSettings",

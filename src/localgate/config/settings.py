@@ -16,6 +16,7 @@ from localgate.config.limits import (
     TenantLimitSettings,
 )
 from localgate.config.openai import OpenAISettings
+from localgate.config.quality import QualitySettings
 from localgate.config.redaction import BUILTIN_TYPES, ProxySettings, RedactionSettings
 from localgate.config.retrieval import CacheSettings, EmbeddingSettings, RagSettings
 from localgate.config.server import LoggingSettings, ServerSettings, TelemetrySettings
@@ -56,6 +57,7 @@ class Settings(Section):
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
     limits: LimitsSettings = LimitsSettings()
     openai: OpenAISettings = OpenAISettings()
+    quality: QualitySettings = QualitySettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
     # From LOCALGATE_CHROMA_TOKEN: the Chroma server's token, sent as a bearer token.
@@ -265,6 +267,11 @@ class Settings(Section):
     def audit_signing_key_path(self) -> Path:
         """The checkpoint signing key."""
         return self.audit.signing_key_file or self.data_dir / "audit-signing.key"
+
+    @property
+    def quality_state_path(self) -> Path:
+        """Where the drift references are saved between runs (docs/quality.md)."""
+        return self.data_dir / "quality-drift.json"
 
     @property
     def access_log_path(self) -> Path:

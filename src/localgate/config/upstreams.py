@@ -238,6 +238,13 @@ class RouteSettings(Section):
     # always gets the same side while the weights stay.
     split: tuple[SplitSettings, ...] = ()
     sticky: Literal["tenant", "user"] = "tenant"
+    # Quality (docs/quality.md): this route's low-confidence threshold (else
+    # quality.min_avg_logprob), and the stronger model a unary answer below it is asked
+    # again on before the client gets it (streams are only marked).
+    min_avg_logprob: float | None = Field(None, le=0)
+    retry_low_confidence_on: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"
+    )
 
     @model_validator(mode="after")
     def _some_weight(self) -> RouteSettings:

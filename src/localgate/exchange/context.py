@@ -137,6 +137,10 @@ class RequestContext:
     # on; and its W3C trace id (32 hex digits) for the access log and the audit record.
     trace: object | None = None
     trace_id: str | None = None
+    # Owned by the quality stage (opaque to every other): what it notes of the answer; and
+    # the answer's confidence for the audit record and access log (docs/quality.md).
+    quality: object | None = None
+    confidence: dict[str, Any] | None = None
     # How the request ended; set once, by the pipeline's completion (None while running).
     outcome: Outcome | None = None
 

@@ -196,7 +196,21 @@ def _operation(method: GeminiMethod, request: str | None) -> dict[str, Any]:
             }
         )
         content: dict[str, Any] = {
-            "text/event-stream": {"schema": {"type": "string"}},
+            # One Server-Sent Event per response: its data is a GenerateContentResponse.
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": answer,
+                        },
+                        "event": {"type": "string"},
+                    },
+                    "required": ["data"],
+                }
+            },
             "application/json": {"schema": {"type": "array", "items": answer}},
         }
     else:

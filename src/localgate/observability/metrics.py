@@ -16,6 +16,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
+from localgate.observability.quality import QualityMetrics
+
 __all__ = [
     "CONTENT_TYPE_LATEST",
     "CertificateSource",
@@ -40,6 +42,9 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # Quality signals (docs/quality.md): fed by localgate.quality.
+        self.quality = QualityMetrics()
+        self.registry.register(self.quality)
         self._requests = _RequestSeries(_LATENCY_BUCKETS)
         self.registry.register(self._requests)
         # Counted in a plain int, read when scraped: the gauge's lock would be taken

@@ -20,6 +20,7 @@ from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Settlement
 from localgate.exchange.stages import AuditStage
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.quality import QualityStage
 
 __all__ = ["Completion", "internal_error"]
 
@@ -39,10 +40,17 @@ def internal_error(request_id: str) -> LocalgateError:
 class Completion:
     """Ends requests: writes how each one ended, once, and gives its permit back."""
 
-    def __init__(self, audit: AuditStage, access_log: AccessLog, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self,
+        audit: AuditStage,
+        access_log: AccessLog,
+        metrics: GatewayMetrics,
+        quality: QualityStage | None = None,
+    ) -> None:
         self._audit = audit
         self._access_log = access_log
         self._metrics = metrics
+        self._quality = quality or QualityStage()
 
     async def finish(
         self,
@@ -71,6 +79,11 @@ class Completion:
             status, error_status = 200, None
         permit = ctx.permit
         try:
+            # The answer's confidence goes into the completion record; drift counts it.
+            self._quality.finish(ctx, outcome)
+        except Exception:  # a signal, never a reason to fail the request
+            logger.exception("quality signals for %s failed", ctx.request_id)
+        try:
             if permit is not None and outcome is not Outcome.REFUSED:
                 await self._audit.record_outcome(ctx, outcome, status, answer_sent=answer_sent)
         except LocalgateError as exc:
@@ -89,7 +102,12 @@ class Completion:
             if permit is not None:
                 ctx.permit = None
                 usage = ctx.usage
-                permit.release(Settlement(outcome, ctx.attempt > 0, usage.total if usage else None))
+                tokens = usage.total if usage else None
+                # A low-confidence first answer asked again elsewhere used tokens too.
+                extra = self._quality.extra_tokens(ctx)
+                if extra:
+                    tokens = (tokens or 0) + extra
+                permit.release(Settlement(outcome, ctx.attempt > 0, tokens))
             self._log(ctx, status, error_status)
             telemetry.end_request(ctx, status, error_status)
 
@@ -137,6 +155,8 @@ class Completion:
             record["redaction"] = "skipped"  # the audit record says why
         if ctx.model_version:
             record["model_version"] = ctx.model_version
+        if ctx.confidence is not None:
+            record["confidence"] = ctx.confidence
         usage = ctx.usage
         if usage:
             record["usage"] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,7 @@ from localgate.identity.stage import IdentityStage
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.pipeline.completion import Completion, internal_error
 from localgate.pipeline.stages import NoRetrieval
+from localgate.quality import QualityStage
 from localgate.upstream.dispatcher import UpstreamDispatcher
 from localgate.upstream.router import RoutePlan
 
@@ -60,6 +62,7 @@ class Pipeline:
         access_log: AccessLog,
         metrics: GatewayMetrics,
         retrieval: RetrievalStage | None = None,
+        quality: QualityStage | None = None,
     ) -> None:
         self.identity = identity
         self.limits = limits
@@ -69,7 +72,8 @@ class Pipeline:
         self.audit = audit
         self.dispatcher = dispatcher
         self.metrics = metrics
-        self.completion = Completion(audit, access_log, metrics)
+        self.quality = quality or QualityStage()
+        self.completion = Completion(audit, access_log, metrics, self.quality)
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
@@ -126,6 +130,8 @@ class Pipeline:
                         exc,
                     )
                     raise
+                # Prompt drift samples redacted text only.
+                self.quality.sample_prompt(ctx)
             try:
                 with telemetry.stage(ctx, "retrieval"):
                     await self.retrieval.augment(ctx, self.redaction)
@@ -133,6 +139,9 @@ class Pipeline:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
                 raise
             ctx.route = route = plan.route
+            self.quality.begin(
+                ctx, plan.confidence or (ctx.policy.routing.confidence if ctx.policy else None)
+            )
             with telemetry.stage(ctx, "cache"):
                 cached = await self.cache.lookup(ctx)
             if cached is not None:
@@ -161,6 +170,7 @@ class Pipeline:
             except LocalgateError as exc:
                 await finish(ctx, Outcome.UPSTREAM_ERROR, exc)
                 raise
+            reply = await self._confident(ctx, call, reply)
             return await self._unary_answer(ctx, reply, Outcome.FORWARDED)
         except ClientClosedRequest as exc:
             await finish(ctx, Outcome.CLIENT_DISCONNECTED, exc)
@@ -182,9 +192,48 @@ class Pipeline:
 
     # -- response path --------------------------------------------------------
 
+    async def _confident(
+        self, ctx: RequestContext, call: UpstreamCall, reply: UnaryReply
+    ) -> UnaryReply:
+        """The upstream's answer; or, if it is below its route's confidence threshold and
+        the route names a stronger model, that model's answer (docs/quality.md). If the
+        stronger model cannot answer, the first answer stands, marked low."""
+        self.quality.observe_answer(ctx, reply.body)
+        model = self.quality.retry_model(ctx)
+        if model is None or ctx.route is None:
+            return reply
+        tenant = ctx.principal.tenant if ctx.principal else ""
+        try:
+            # Routed like any request for that model: its route, alias and residency.
+            plan = self.dispatcher.plan(
+                dataclasses.replace(ctx.route, model_id=model),
+                ctx.policy,
+                tenant=tenant,
+                user=ctx.end_user,
+            )
+            self.quality.retrying(ctx, plan.route.model_id or model)
+            stronger = await self.dispatcher.unary(
+                ctx, plan.candidates, dataclasses.replace(call, route=plan.route)
+            )
+        except LocalgateError as exc:
+            logger.warning(
+                "request %s: asking %s again after a low-confidence answer failed (%s %s); "
+                "the first answer is sent",
+                ctx.request_id,
+                model,
+                exc.code,
+                exc.status_name,
+            )
+            self.quality.retry_failed(ctx)
+            return reply
+        self.quality.observe_answer(ctx, stronger.body)
+        return stronger
+
     async def _unary_answer(
         self, ctx: RequestContext, reply: UnaryReply, outcome: Outcome
     ) -> UnaryReply:
+        if outcome is not Outcome.FORWARDED:  # forwarded ones were seen by _confident
+            self.quality.observe_answer(ctx, reply.body)
         self._keep(ctx, reply.body)
         reply.body = self.redaction.restore_answer(ctx, reply.body)
         _observe(ctx, reply.body)
@@ -203,6 +252,7 @@ class Pipeline:
     def stream_event(self, ctx: RequestContext, event: Any) -> Any:
         """The response stages for one stream event."""
         self._keep(ctx, event)
+        self.quality.observe_event(ctx, event)
         event = self.redaction.restore_event(ctx, event)
         _observe(ctx, event)
         telemetry.answer(ctx, event)

@@ -55,6 +55,8 @@ RESTART_ONLY: tuple[str, ...] = (
     "limits.on_backend_error",
     "limits.lease_s",
     "limits.max_queue",
+    # The drift windows are built at start; confidence thresholds and retry models reload.
+    "quality.drift",
 )
 
 # Checks of a new configuration against what is running, beyond the settings above:

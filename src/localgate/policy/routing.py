@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 from localgate.config import DEFAULT_UPSTREAM, RouteSettings, Settings
 
-__all__ = ["CompiledRoute", "RoutingPolicy", "SplitSide"]
+__all__ = ["CompiledRoute", "ConfidenceRule", "RoutingPolicy", "SplitSide"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceRule:
+    """When an answer counts as low confidence, and the stronger model a unary one is
+    asked again on (docs/quality.md)."""
+
+    min_avg_logprob: float
+    retry_on: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,9 @@ class CompiledRoute:
     # Only these tenants' requests (empty: everyone's). Checked per request: a tenant the
     # file names only here has no policy of its own.
     tenants: frozenset[str] = frozenset()
+    # The route's low-confidence threshold (its own, else quality.min_avg_logprob) and
+    # retry model; None when neither sets a threshold.
+    confidence: ConfidenceRule | None = None
 
     def matches(self, model_id: str, tenant: str) -> bool:
         """Whether this route takes ``tenant``'s requests for ``model_id``."""
@@ -71,6 +83,8 @@ class RoutingPolicy:
     # Where requests no route takes go (and model-less ones, such as models.list).
     default_chain: tuple[str, ...] = (DEFAULT_UPSTREAM,)
     default_max_attempts: int = 1
+    # quality.min_avg_logprob, for requests no route with a threshold of its own takes.
+    confidence: ConfidenceRule | None = None
 
     @classmethod
     def resolve(cls, settings: Settings, tenant: str) -> RoutingPolicy:
@@ -87,13 +101,16 @@ class RoutingPolicy:
                 sides=_sides(route),
                 sticky=route.sticky,
                 tenants=frozenset(route.tenants),
+                confidence=_confidence(route, settings.quality.min_avg_logprob),
             )
             for route in settings.routes
         )
+        threshold = settings.quality.min_avg_logprob
         return cls(
             routes=routes,
             allowed=settings.upstreams_for(tenant) if tenant else None,
             default_max_attempts=settings.max_attempts_of(None),
+            confidence=ConfidenceRule(threshold) if threshold is not None else None,
         )
 
     def route_for(self, model_id: str | None, tenant: str = "") -> CompiledRoute | None:
@@ -105,6 +122,14 @@ class RoutingPolicy:
             if route.matches(model_id, tenant):
                 return route
         return None
+
+
+def _confidence(route: RouteSettings, default: float | None) -> ConfidenceRule | None:
+    """The route's threshold (else the global one) and its retry model."""
+    threshold = route.min_avg_logprob if route.min_avg_logprob is not None else default
+    if threshold is None:
+        return None
+    return ConfidenceRule(threshold, route.retry_low_confidence_on)
 
 
 def _sides(route: RouteSettings) -> tuple[SplitSide, ...]:

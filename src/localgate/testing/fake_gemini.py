@@ -62,6 +62,9 @@ class _Behaviour:
     finish_reason: str = "STOP"
     usage: dict[str, Any] | None = None
 
+    # candidates[].avgLogprobs by model (the path's model id); "*" for any other model
+    avg_logprobs: dict[str, float] | None = None
+
 
 class FakeGemini:
     """The fake Gemini API server; use as a context manager or call start()/stop()."""
@@ -224,6 +227,12 @@ class FakeGemini:
             self._behaviour.finish_reason = finish_reason
             self._behaviour.usage = usage
 
+    def logprobs(self, by_model: dict[str, float] | None) -> None:
+        """Give answers ``candidates[].avgLogprobs``: the value of the path's model, else of
+        ``"*"`` (a stream carries it on every event); None for none."""
+        with self._lock:
+            self._behaviour.avg_logprobs = dict(by_model) if by_model else None
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -297,6 +306,7 @@ class FakeGemini:
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
             answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
+            _with_logprobs(answer, model, behaviour.avg_logprobs)
             return _signed(answer, behaviour.signature)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
@@ -348,6 +358,7 @@ class FakeGemini:
                         return response
                 final = index == len(chunks) - 1
                 event = _generate_response(text, model, final=final)
+                _with_logprobs(event, _model_id(request.path), behaviour.avg_logprobs)
                 if final:
                     event = _signed(event, behaviour.signature)
                 await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
@@ -411,6 +422,14 @@ def _scripted(
             "totalTokenCount": 13,
         }
     return answer
+
+
+def _with_logprobs(answer: dict[str, Any], model: str, by_model: dict[str, float] | None) -> None:
+    if by_model is None:
+        return
+    value = by_model.get(model, by_model.get("*"))
+    if value is not None:
+        answer["candidates"][0]["avgLogprobs"] = value
 
 
 def _signed(answer: dict[str, Any], signature: str | None) -> dict[str, Any]:

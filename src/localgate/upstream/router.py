@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from localgate.config import DEFAULT_UPSTREAM
 from localgate.errors import PermissionDenied, ServiceUnavailable
 from localgate.gemini.routes import GeminiMethod, GeminiRoute
-from localgate.policy.routing import RoutingPolicy
+from localgate.policy.routing import ConfidenceRule, RoutingPolicy
 from localgate.policy.snapshot import TenantPolicy
 from localgate.upstream.base import Catalogued, Upstream, needs_redaction
 
@@ -38,6 +38,8 @@ class RoutePlan:
     unredacted: bool = False
     # models.list: upstreams whose own model lists are added to the answer.
     catalogues: tuple[Upstream, ...] = ()
+    # The matched route's low-confidence rule (docs/quality.md); None: the tenant's default.
+    confidence: ConfidenceRule | None = None
 
     def __post_init__(self) -> None:
         if self.unredacted and any(needs_redaction(c) for c in self.candidates):
@@ -112,6 +114,7 @@ class Router:
                     self._default_plans[route] = plan
             return plan
         matched = routing.route_for(route.model_id, tenant)
+        confidence = matched.confidence if matched is not None else None
         if matched is None:
             chain, where = routing.default_chain, "no entry of routes matches, so the default"
         else:
@@ -132,7 +135,7 @@ class Router:
                 )
             chain = allowed
         if chain == (DEFAULT_UPSTREAM,):
-            return RoutePlan(route, self._remote)
+            return RoutePlan(route, self._remote, confidence=confidence)
         found = tuple(self._by_name[name] for name in chain if name in self._by_name)
         if not found:
             raise ServiceUnavailable(
@@ -144,7 +147,12 @@ class Router:
                 "upstreams %s are configured but not running (restart to add them)",
                 ", ".join(name for name in chain if name not in self._by_name),
             )
-        return RoutePlan(route, found, unredacted=not any(map(needs_redaction, found)))
+        return RoutePlan(
+            route,
+            found,
+            unredacted=not any(map(needs_redaction, found)),
+            confidence=confidence,
+        )
 
     def _listing(self, route: GeminiRoute, routing: RoutingPolicy) -> RoutePlan:
         """models.list: the default chain's list, with the model lists of the upstreams
