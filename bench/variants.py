@@ -30,11 +30,16 @@ __all__ = ["Load", "Summary", "Variant", "compare"]
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One gateway: a name, its YAML configuration and extra environment."""
+    """One gateway: a name, its YAML configuration and extra environment, and the request
+    wrk sends it (by default the benchmark's generateContent question, key in
+    ``x-goog-api-key``; ``bearer`` sends it as ``Authorization: Bearer``)."""
 
     name: str
     config: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    path: str = f"{MODEL}:generateContent"
+    body: bytes = REQUEST_BODY
+    bearer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +100,7 @@ def compare(
         upstream.wait_ready(
             lambda: _ok(f"http://127.0.0.1:{upstream_port}/v1beta/models"), READY_DEADLINE_S
         )
-        gateways: dict[str, tuple[int, Path, ServerProcess]] = {}
+        gateways: dict[str, tuple[str, Path, ServerProcess]] = {}
         for variant, port in zip(variants, ports[1:], strict=True):
             config = workdir / f"{variant.name}.yaml"
             config.write_text(variant.config or "{}\n", encoding="utf-8")
@@ -108,20 +113,20 @@ def compare(
             }
             key = create_tenant_key(localgate, {**base, **env})
             script = workdir / f"{variant.name}.lua"
-            headers = {"content-type": "application/json", "x-goog-api-key": key}
-            script.write_text(lua_script("POST", REQUEST_BODY, headers), encoding="utf-8")
+            auth = {"authorization": f"Bearer {key}"} if variant.bearer else {"x-goog-api-key": key}
+            headers = {"content-type": "application/json", **auth}
+            script.write_text(lua_script("POST", variant.body, headers), encoding="utf-8")
             process = server(
                 f"localgate-{variant.name}", [localgate, "serve", "--port", str(port)], env
             )
-            gateways[variant.name] = (port, script, process)
-        for name, (port, _script, process) in gateways.items():
-            readyz = f"http://127.0.0.1:{port}/readyz"
-            process.wait_ready(partial(_ok, readyz), 60.0)
-            progress(f"{name}: ready on port {port}")
+            gateways[variant.name] = (f"http://127.0.0.1:{port}", script, process)
+        for name, (base_url, _script, process) in gateways.items():
+            process.wait_ready(partial(_ok, f"{base_url}/readyz"), 60.0)
+            progress(f"{name}: ready at {base_url}")
 
         def measure(name: str, load: Load, duration_s: int) -> tuple[float, float, float, float]:
-            port, script, process = gateways[name]
-            url = f"http://127.0.0.1:{port}{MODEL}:generateContent"
+            base_url, script, process = gateways[name]
+            url = base_url + paths[name]
             command = wrk_command(
                 url, script, connections=load.connections, duration_s=duration_s, cpus=layout.load
             )
@@ -140,6 +145,7 @@ def compare(
                 result.latency_us[99] / 1000,
             )
 
+        paths = {variant.name: variant.path for variant in variants}
         for name in gateways:
             for load in loads:
                 measure(name, load, warmup_s)

@@ -19,6 +19,7 @@ from google.genai import errors, types
 
 from localgate.testing import FakeGemini, FakeOpenAI, ScriptedAnswer
 from tests.conftest import RunningGateway, run_gateway
+from tests.e2e.sdk_parts import parts
 
 PHONE = "13812345678"
 # Tenants besides acme (the test key's): one kept off the in-house servers, one kept on
@@ -276,7 +277,7 @@ def test_a_json_schema_becomes_the_servers_response_format(
 def test_embeddings_single_and_batched(gateway: RunningGateway, fake: FakeOpenAI) -> None:
     with sdk(gateway) as client:
         one = client.models.embed_content(model="inhouse-embed", contents="hello")
-        many = client.models.embed_content(model="inhouse-embed", contents=["a", "bcd"])
+        many = client.models.embed_content(model="inhouse-embed", contents=parts("a", "bcd"))
 
     assert one.embeddings is not None
     assert one.embeddings[0].values == [5.0, 532 % 97, 1.0]

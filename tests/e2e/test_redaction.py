@@ -18,6 +18,7 @@ from localgate.identity import SqliteKeyStore
 from localgate.redaction.detector import Detector
 from localgate.testing import FakeGemini
 from tests.conftest import RunningGateway, run_gateway, wait_until
+from tests.e2e.sdk_parts import parts
 
 PROMPT = "客户张伟，手机13812345678，身份证11010519491231002X，请起草一封道歉信"
 REDACTED = "客户[PERSON_1]，手机[CN_MOBILE_1]，身份证[CN_RESIDENT_ID_1]，请起草一封道歉信"
@@ -89,7 +90,7 @@ def test_count_tokens_and_embeddings_are_redacted(
 ) -> None:
     client.models.count_tokens(model="gemini-2.5-flash", contents=PROMPT)
     counted = upstream_text(upstream)
-    client.models.embed_content(model="gemini-embedding-001", contents=[PROMPT, "a@b.cn"])
+    client.models.embed_content(model="gemini-embedding-001", contents=parts(PROMPT, "a@b.cn"))
     embedded = upstream.requests[-1].body["requests"]
 
     assert counted == REDACTED
@@ -188,7 +189,7 @@ def test_images_are_blocked_unless_the_tenant_allows_them(
     image = types.Part.from_bytes(data=b"\x89PNG\r\n", mime_type="image/png")
 
     with pytest.raises(errors.ClientError) as caught:
-        client.models.generate_content(model="gemini-2.5-flash", contents=["look", image])
+        client.models.generate_content(model="gemini-2.5-flash", contents=parts("look", image))
     assert caught.value.code == 400
     assert "binary_data" in str(caught.value.message)
     assert upstream.requests == []
@@ -197,7 +198,7 @@ def test_images_are_blocked_unless_the_tenant_allows_them(
         api_key=policy_gateway.key,
         http_options=types.HttpOptions(base_url=policy_gateway.base_url, api_version="v1beta"),
     )
-    allowed.models.generate_content(model="gemini-2.5-flash", contents=["look", image])
+    allowed.models.generate_content(model="gemini-2.5-flash", contents=parts("look", image))
     allowed.close()
     assert len(upstream.requests) == 1
 
@@ -254,7 +255,9 @@ def test_text_attachments_are_scanned(client: genai.Client, upstream: FakeGemini
         data="姓名,手机\n王芳,13912345678\n".encode(), mime_type="text/csv"
     )
 
-    client.models.generate_content(model="gemini-2.5-flash", contents=["summarise", attachment])
+    client.models.generate_content(
+        model="gemini-2.5-flash", contents=parts("summarise", attachment)
+    )
 
     part = upstream.requests[-1].body["contents"][0]["parts"][1]
     decoded = base64.b64decode(part["inlineData"]["data"]).decode()

@@ -19,6 +19,7 @@ from google.genai import errors, types
 
 from localgate.testing import FakeGemini
 from tests.conftest import RunningGateway, run_gateway
+from tests.e2e.sdk_parts import parts
 
 PHONE = "13812345678"
 RESIDENT_ID = "11010519491231002X"
@@ -158,7 +159,7 @@ def test_a_stream_of_an_escaped_prompt(gateway: RunningGateway, upstream: FakeGe
 def test_embeddings_and_token_counts_of_escaped_text(
     client: genai.Client, upstream: FakeGemini
 ) -> None:
-    client.models.embed_content(model="gemini-embedding-001", contents=[ESCAPED])
+    client.models.embed_content(model="gemini-embedding-001", contents=parts(ESCAPED))
     assert_nothing_left(upstream)
     client.models.count_tokens(model="gemini-2.5-flash", contents=ESCAPED)
     assert_nothing_left(upstream)

@@ -10,6 +10,7 @@ from google.genai import errors, types
 
 from localgate.testing import FakeGemini
 from tests.conftest import UPSTREAM_KEY, RunningGateway
+from tests.e2e.sdk_parts import parts
 
 SdkFactory = Callable[..., genai.Client]
 
@@ -159,7 +160,7 @@ def test_embed_content_single_and_batch(
     single = client.models.embed_content(model="gemini-embedding-001", contents="a")
     batch = client.models.embed_content(
         model="gemini-embedding-001",
-        contents=["a", "b", "c"],
+        contents=parts("a", "b", "c"),
         config=types.EmbedContentConfig(task_type="RETRIEVAL_DOCUMENT"),
     )
 

@@ -18,6 +18,7 @@ from localgate.testing import FakeGemini
 from localgate.vectorstore.embedders import build_embedder
 from localgate.vectorstore.store import VectorStore
 from tests.conftest import RunningGateway, run_gateway, wait_until
+from tests.e2e.sdk_parts import parts
 
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
@@ -176,7 +177,8 @@ def test_embeddings_are_computed_locally_for_the_sdk(tmp_path: Path, upstream: F
             model="gemini-embedding-001", contents="客户张伟的退货申请"
         )
         batch = sdk.models.embed_content(
-            model="gemini-embedding-001", contents=["refund policy", "退货政策", "refund policy"]
+            model="gemini-embedding-001",
+            contents=parts("refund policy", "退货政策", "refund policy"),
         )
         sdk.close()
         with gateway.client(headers={"x-goog-api-key": gateway.key}) as client:

@@ -93,12 +93,13 @@ class GatewayServices:
     openai_drop_unsupported: bool = False
 
 
-class GeminiEndpoint:
-    """ASGI app serving every Gemini route; the services come from the lifespan state.
-
-    It gives each request its id and the ``x-request-id`` response header itself: the
-    model routes do not pass through the request-id middleware of the other routes.
+class FrontDoor:
+    """What every dialect's door does with a request before handling it its own way: a
+    context with the request's id, the localgate headers and the trace, and the in-flight
+    count around the handling. The dialect's ``_handle`` does the rest.
     """
+
+    dialect = "gemini"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = IncomingRequest(scope, receive)
@@ -109,6 +110,7 @@ class GeminiEndpoint:
             request_id=new_request_id(),
             route=None,
             client=client[0] if client else None,
+            dialect=self.dialect,
             end_user=headers.get("x-localgate-user") or None,
             cache_control=headers.get("x-localgate-cache") or None,
             rag_collection=headers.get("x-localgate-rag-collection") or None,
@@ -122,6 +124,19 @@ class GeminiEndpoint:
             await response(scope, receive, send)
         finally:
             services.metrics.in_flight -= 1
+
+    async def _handle(
+        self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices
+    ) -> JsonResponse | StreamResponse:
+        raise NotImplementedError
+
+
+class GeminiEndpoint(FrontDoor):
+    """ASGI app serving every Gemini route; the services come from the lifespan state.
+
+    It gives each request its id and the ``x-request-id`` response header itself: the
+    model routes do not pass through the request-id middleware of the other routes.
+    """
 
     async def _handle(
         self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices

@@ -13,12 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.types import Receive, Scope, Send
-
 from localgate.errors import ClientClosedRequest, LocalgateError
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.frontdoor.body import IncomingRequest
 from localgate.frontdoor.endpoint import (
+    FrontDoor,
     GatewayServices,
     JsonResponse,
     StreamResponse,
@@ -43,7 +42,6 @@ from localgate.openai.errors import openai_error_body
 from localgate.openai.framing import ChatStreamEncoder
 from localgate.openai.routes import OpenAIOperation, OpenAIRoute, match_openai_route
 from localgate.pipeline import Inbound, Outcome, RequestContext, internal_error
-from localgate.requestid import new_request_id
 
 __all__ = ["OpenAIEndpoint"]
 
@@ -65,32 +63,10 @@ class _Translated:
     embeddings: EmbeddingsRequest | None = None
 
 
-class OpenAIEndpoint:
+class OpenAIEndpoint(FrontDoor):
     """ASGI app serving the OpenAI-compatible routes; services from the lifespan state."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = IncomingRequest(scope, receive)
-        services: GatewayServices = scope["state"]["services"]
-        client = scope.get("client")
-        headers = request.headers
-        ctx = RequestContext(
-            request_id=new_request_id(),
-            route=None,
-            client=client[0] if client else None,
-            dialect="openai",
-            end_user=headers.get("x-localgate-user") or None,
-            cache_control=headers.get("x-localgate-cache") or None,
-            rag_collection=headers.get("x-localgate-rag-collection") or None,
-            priority=headers.get("x-localgate-priority") or None,
-        )
-        if services.tracing is not None:
-            services.tracing.begin(ctx, headers)
-        services.metrics.in_flight += 1
-        try:
-            response = await self._handle(request, ctx, services)
-            await response(scope, receive, send)
-        finally:
-            services.metrics.in_flight -= 1
+    dialect = "openai"
 
     async def _handle(
         self, request: IncomingRequest, ctx: RequestContext, services: GatewayServices
