@@ -23,7 +23,7 @@ from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
-from localgate.identity import SqliteKeyStore
+from localgate.identity import open_key_store
 from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
 from localgate.observability import AccessLog, GatewayMetrics
@@ -59,7 +59,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        keys = SqliteKeyStore(settings.state_db_path)
+        keys = open_key_store(settings)
         access_log = AccessLog(settings.access_log_path)
         access_log.start()
         upstream_settings = settings.upstream
