@@ -85,7 +85,7 @@ def test_the_wrong_master_key_fails_the_key_check(tmp_path: Path, upstream: Fake
     assert result.exit_code == 1
     keys = checks(result)["audit keys"]
     assert not keys["ok"]
-    assert "cannot unwrap the data keys" in keys["detail"]
+    assert "is not the audit store's" in keys["detail"]
 
 
 def test_an_upstream_that_refuses_the_key_fails_and_offline_skips_it(

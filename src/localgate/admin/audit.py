@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +35,7 @@ from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import parse_header
 from localgate.audit.retention import PurgeOutcome, purge_tenants, shred_expired
 from localgate.audit.store import AuditReader, AuditStore, StoredRecord, associated_data
-from localgate.audit.trail import database, master_key, signer
+from localgate.audit.trail import database, master_key, remember_master_key, signer
 from localgate.audit.verify import TenantReport, verify_all
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -66,6 +66,8 @@ class AuditVerification:
     anchor_missing: str | None  # the anchor folder could not be read, though it should be
     anchor_problems: list[str]  # what in the anchor itself does not verify
     reports: list[TenantReport]
+    # Tenant lists in the database not signed by the log's key: reported, they anchor nothing.
+    foreign_lists: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -210,6 +212,7 @@ class AuditAdmin:
             anchor_missing=missing,
             anchor_problems=result.anchor_problems,
             reports=result.reports,
+            foreign_lists=result.foreign_lists,
         )
 
     def verifier_key(self) -> str:
@@ -355,6 +358,8 @@ class AuditAdmin:
                     "re-wrapped"
                 ) from exc
             reader.db.commit()
+            # Replicas started with the old key from now on refuse to start, naming it.
+            remember_master_key(reader.db, new)
         finally:
             reader.close()
         return KeyRotation(len(rows), new.key_id)

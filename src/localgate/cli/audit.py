@@ -90,6 +90,17 @@ def verify(
             click.echo(f"{report.tenant}: FAILED: {report.problem}")
         for warning in report.warnings:
             click.echo(f"  warning: {warning}")
+        for foreign in report.foreign:
+            click.echo(f"  foreign checkpoint (ignored, anchors nothing): {foreign}")
+    for foreign in result.foreign_lists:
+        click.echo(f"foreign tenant list (ignored, anchors nothing): {foreign}")
+    if any(report.foreign for report in result.reports) or result.foreign_lists:
+        click.echo(
+            "note: the database holds signed items the log's key did not sign: someone with "
+            "write access inserted them, or a replica signed with another key "
+            "(docs/shared-state.md); the log itself is judged by the valid ones",
+            err=True,
+        )
     if not result.ok:
         sys.exit(1)
 
