@@ -39,6 +39,7 @@ from localgate.audit.trail import database, master_key, remember_master_key, sig
 from localgate.audit.verify import TenantReport, verify_all
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
+from localgate.secret import load_or_create_key
 
 __all__ = [
     "AuditAdmin",
@@ -144,12 +145,13 @@ class ProofCheck:
 
 @dataclass(frozen=True, slots=True)
 class GeneratedKeys:
-    """What ``generate_keys`` wrote: two key files, and what identifies the keys."""
+    """What ``generate_keys`` wrote: three key files, and what identifies the keys."""
 
     master_key_file: Path
     signing_key_file: Path
     master_key_id: str
     verifier_key: str
+    seal_key_file: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +222,12 @@ class AuditAdmin:
         return self._required_signer().verifier_key()
 
     def generate_keys(self, out: Path) -> GeneratedKeys:
-        """Write a new master key and checkpoint signing key into ``out`` (owner-only files,
-        never over existing ones), for a deployment to give to its replicas."""
+        """Write a new master key, checkpoint signing key and thought-signature seal key into
+        ``out`` (owner-only files, never over existing ones), for a deployment to give to
+        its replicas."""
         master_file, signing_file = out / "master.key", out / "signing.key"
-        for existing in (master_file, signing_file):
+        seal_file = out / "seal.key"
+        for existing in (master_file, signing_file, seal_file):
             if existing.exists():
                 raise FailedPrecondition(
                     f"{existing} exists; keys are never overwritten (its checkpoints and data "
@@ -234,9 +238,12 @@ class AuditAdmin:
             master = load_or_create_master_key(None, master_file, create=True)
             signing = CheckpointSigner.generate(self._settings.audit.log_name)
             write_key_file(signing_file, signing)
+            load_or_create_key(None, seal_file)
         except OSError as exc:
             raise FailedPrecondition(f"cannot write the keys into {out}: {exc.strerror}") from exc
-        return GeneratedKeys(master_file, signing_file, master.key_id, signing.verifier_key())
+        return GeneratedKeys(
+            master_file, signing_file, master.key_id, signing.verifier_key(), seal_file
+        )
 
     def records(self, request_id: str, *, decrypt: bool = False) -> list[AuditRecord]:
         """The records of one request (its request and answer); ``NotFound`` if none."""

@@ -214,5 +214,5 @@ def _upgrade(dsn: str) -> None:
         # SQLAlchemy wraps the driver's error: its first line says what failed.
         cause: BaseException = exc.__cause__ or exc
         raise StateDatabaseUnavailable(
-            f"cannot prepare the state database (database_url): {describe(cause)}"
+            f"database_url: cannot prepare the state database: {describe(cause)}"
         ) from exc

@@ -33,5 +33,5 @@ def connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as exc:
         raise StateDatabaseUnavailable(
-            f"cannot connect to PostgreSQL (database_url): {describe(exc)}"
+            f"database_url: cannot connect to PostgreSQL: {describe(exc)}"
         ) from exc
