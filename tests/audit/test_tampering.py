@@ -34,7 +34,7 @@ from localgate.audit.crypto import CipherSuite
 from localgate.audit.merkle import Frontier
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore
-from localgate.audit.trail import database, master_key, signer
+from localgate.audit.trail import database, key_problems, master_key, signer
 from localgate.audit.verify import verify_all
 from localgate.cli import main
 from localgate.config import Settings, load_settings
@@ -597,3 +597,81 @@ def _without_anchor(trail: Trail) -> Path:
         + "\n"
     )
     return config
+
+
+def test_a_stray_checkpoint_inserted_by_an_insider_is_reported_and_signing_goes_on(
+    trail: Trail,
+) -> None:
+    # An insider (or a replica with another signing key) stores a checkpoint claiming the
+    # log is larger than it is, and one at the very size the signer will sign next.
+    intruder = CheckpointSigner.generate("localgate")
+    root = Frontier(CipherSuite("standard").tree_hasher()).root()
+    for size in (SIGNED + TAIL, 999):
+        forged = intruder.sign(
+            Checkpoint(origin_of("localgate", "acme"), size, root, datetime.now(UTC))
+        )
+        trail.dba(
+            "INSERT INTO audit_checkpoints (tenant, size, note, created_at) "
+            "VALUES ('acme', ?, ?, 'x')",
+            size,
+            forged,
+        )
+
+    first = trail.cli("verify")
+    # The row it took is kept (append-only): the signer's own note for that size is neither
+    # stored nor exported; it signs the next size once the log grows.
+    assert trail.checkpoint() == [("globex", SIGNED + TAIL)]
+    trail.append("acme", range(SIGNED + TAIL, SIGNED + TAIL + 2))
+    assert trail.checkpoint() == [("acme", SIGNED + TAIL + 2)]
+    second = trail.cli("verify")
+
+    for result in (first, second):
+        assert result.exit_code == 0, result.output
+        assert "acme: OK" in result.output
+        assert result.output.count("foreign checkpoint (ignored, anchors nothing)") == 2
+        assert "the checkpoint row of 999 records does not verify" in result.output
+    assert "acme: OK (16 records, 2 checkpoints)" in second.output
+    # Replicas still start: the store's signing key is remembered, not read off the newest
+    # checkpoint.
+    reader = AuditReader(database(trail.settings)())
+    try:
+        assert (
+            key_problems(
+                reader.db,
+                master_key(trail.settings, create=False),
+                trail.signer(),
+                CipherSuite("standard"),
+            )
+            == []
+        )
+    finally:
+        reader.close()
+
+
+def test_a_stray_checkpoint_does_not_hide_a_rewrite(trail: Trail) -> None:
+    # The valid checkpoints still anchor the log: rewriting it under a stray checkpoint of
+    # the forged history is caught.
+    trail.rewrite("acme", 3, status=500)
+    intruder = CheckpointSigner.generate("localgate")
+    leaves = [
+        bytes(row[0])
+        for row in trail.dba("SELECT leaf_hash FROM audit_log WHERE tenant='acme' ORDER BY seq")
+    ]
+    frontier = Frontier(CipherSuite("standard").tree_hasher())
+    for leaf in leaves:
+        frontier.append(leaf)
+    forged = intruder.sign(
+        Checkpoint(
+            origin_of("localgate", "acme"), frontier.size, frontier.root(), datetime.now(UTC)
+        )
+    )
+    trail.dba(
+        "INSERT INTO audit_checkpoints (tenant, size, note, created_at) VALUES ('acme', ?, ?, 'x')",
+        frontier.size,
+        forged,
+    )
+
+    result = trail.cli("verify")
+
+    failed(result, "acme: FAILED: the log: rewritten: the first 10 records do not match")
+    assert "foreign checkpoint (ignored, anchors nothing)" in result.output

@@ -63,8 +63,10 @@ class PostgresElection:
                 self._db.execute("SELECT 1").fetchone()
                 return True
             row = self._db.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(?, 7466130819))",
-                (f"localgate-checkpoint-signer:{self._log_name}",),
+                # Advisory locks are per database: the schema is part of the name, so
+                # deployments in separate schemas of one database elect their own.
+                "SELECT pg_try_advisory_lock(hashtextextended(? || current_schema(), 7466130819))",
+                (f"localgate-checkpoint-signer:{self._log_name}:",),
             ).fetchone()
         except Exception as exc:  # noqa: BLE001 - any failure: not (or no longer) the signer
             logger.warning("audit: checkpoint signer election: %s", type(exc).__name__)
