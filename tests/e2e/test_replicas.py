@@ -177,11 +177,13 @@ def test_two_replicas_on_one_database_behave_as_one_gateway(deployment: Deployme
     assert deployment.post("one", doomed, "before").status_code == 200
     key_id = doomed.split("_")[1]
     deployment.cli("keys", "revoke", key_id)
-    for name in ("one", "two"):
-        wait_until(
-            lambda name=name: deployment.post(name, doomed, "after").status_code == 403,
-            timeout=REVOCATION_DEADLINE_S,
+
+    def refused_by_both() -> bool:
+        return all(
+            deployment.post(name, doomed, "after").status_code == 403 for name in ("one", "two")
         )
+
+    wait_until(refused_by_both, timeout=REVOCATION_DEADLINE_S)
     assert deployment.post("one", key, "still fine").status_code == 200
 
     # One signer between them.
