@@ -3,6 +3,7 @@ exit code 1, no traceback. Real `localgate serve` processes."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from localgate.cli import main
 from localgate.testing import FakeGemini
 from tests.audit.conftest import postgres_schema
 from tests.audit.test_replica_keys import cli, environment
@@ -140,3 +143,28 @@ def test_a_replica_with_another_seal_key_refuses_to_start(
         "proxy.signature_key_file / LOCALGATE_SIGNATURE_KEY: this gateway's thought-signature "
         "seal key"
     )
+
+
+def test_the_keys_command_on_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://nobody:hunter2@127.0.0.1:{free_port()}/none"
+
+    result = CliRunner().invoke(
+        main, ["keys", "list"], env={"LOCALGATE_DATABASE_URL": url, "LOCALGATE_CONFIG": ""}
+    )
+
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: database_url: cannot connect to PostgreSQL:")
+    assert "hunter2" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_keys_made_with_the_cli_live_in_the_shared_database(tmp_path: Path, dsn: str) -> None:
+    env = {"LOCALGATE_DATABASE_URL": dsn, "LOCALGATE_DATA_DIR": str(tmp_path / "data")}
+    created = json.loads(cli(env, "keys", "create", "--tenant", "acme", "--json"))
+    cli(env, "keys", "revoke", created["key_id"])
+
+    listed = [json.loads(line) for line in cli(env, "keys", "list", "--json").splitlines()]
+
+    assert [(key["key_id"], key["tenant"]) for key in listed] == [(created["key_id"], "acme")]
+    assert listed[0]["revoked_at"] is not None
+    assert not (tmp_path / "data" / "localgate.db").exists()

@@ -16,7 +16,7 @@ class AuditSettings(Section):
     """The tamper-evident audit trail (on when proxy.enable_audit is true)."""
 
     store: Literal["sqlite", "postgres"] = "sqlite"
-    postgres_dsn: str | None = None
+    postgres_dsn: str | None = Field(None, repr=False)  # may hold a password
     sqlite_path: Path | None = None
     synchronous: Literal["full", "normal"] = "full"
     suite: Literal["standard", "sm"] = "standard"

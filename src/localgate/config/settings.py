@@ -39,9 +39,9 @@ class Settings(Section):
 
     data_dir: Path = Path("data")
     # PostgreSQL for every piece of shared state (keys, the audit trail, the fingerprints of
-    # the keys replicas share); None: SQLite files in data_dir. Never logged: it may hold a
+    # the keys replicas share); None: SQLite files in data_dir. Not in repr: it may hold a
     # password.
-    database_url: str | None = None
+    database_url: str | None = Field(None, repr=False)
     server: ServerSettings = ServerSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     logging: LoggingSettings = LoggingSettings()

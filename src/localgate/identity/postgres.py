@@ -51,11 +51,16 @@ class PostgresKeyStore:
     """Keys in PostgreSQL (``database_url``), shared by every replica."""
 
     def __init__(self, dsn: str, *, poll: bool = True, migrate: bool = True) -> None:
-        if migrate:
-            _upgrade(dsn)
         self._dsn = dsn
-        # Used from the event loop's thread only (requests) or the CLI.
+        # Used from the event loop's thread only (requests) or the CLI. Connected first: an
+        # unreachable database is reported as such, not as a failed migration.
         self._db = connect(dsn)
+        if migrate:
+            try:
+                _upgrade(dsn)
+            except StateDatabaseUnavailable:
+                self._db.close()
+                raise
         self._cache: dict[str, tuple[bytes, Principal | None]] = {}
         self._lock = threading.Lock()
         self._cached_generation = -1
@@ -184,16 +189,27 @@ class PostgresKeyStore:
 
     def _poll_forever(self) -> None:
         db: Any = None
+        failing = False
         while not self._stop.wait(POLL_INTERVAL_S):
             try:
                 if db is None or db.closed:
                     db = connect(self._dsn)
                 self._poll_once(db)
             except Exception as exc:  # noqa: BLE001 - the poller lives on; the cache goes stale
-                logger.warning("key store: cannot read the change counter (%s)", describe(exc))
+                if not failing:  # once per outage, not five times a second
+                    logger.warning(
+                        "key store: cannot read the change counter (%s); keys are read from "
+                        "the database on each request until it answers again",
+                        describe(exc),
+                    )
+                failing = True
                 if db is not None:
                     db.close()
                     db = None
+                continue
+            if failing:
+                logger.info("key store: the change counter answers again")
+                failing = False
         if db is not None:
             db.close()
 
