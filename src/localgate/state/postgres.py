@@ -30,7 +30,21 @@ def connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
     import psycopg
 
     try:
-        return psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        connection = psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            # A key looked up on the request path must not hang the event loop on a database
+            # that stopped answering (a network partition sends no reset): the kernel gives
+            # up on unacknowledged data, and the server on a statement, within seconds.
+            tcp_user_timeout=CONNECT_TIMEOUT_S * 1000,
+            keepalives=1,
+            keepalives_idle=CONNECT_TIMEOUT_S,
+            keepalives_interval=1,
+            keepalives_count=3,
+        )
+        connection.execute(f"SET statement_timeout = {CONNECT_TIMEOUT_S * 1000}")
+        return connection
     except psycopg.Error as exc:
         raise StateDatabaseUnavailable(
             f"database_url: cannot connect to PostgreSQL: {describe(exc)}"
