@@ -13,6 +13,7 @@ skipped when none answers, except under CI=true.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -20,14 +21,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
-from localgate.audit.anchor import read_anchor
+from localgate.audit.anchor import TenantList, read_anchor
 from localgate.audit.checkpoint import Checkpoint, CheckpointSigner
 from localgate.audit.checkpointing import Checkpointer, origin_of
 from localgate.audit.crypto import CipherSuite
@@ -675,3 +676,31 @@ def test_a_stray_checkpoint_does_not_hide_a_rewrite(trail: Trail) -> None:
 
     failed(result, "acme: FAILED: the log: rewritten: the first 10 records do not match")
     assert "foreign checkpoint (ignored, anchors nothing)" in result.output
+
+
+def test_a_stray_tenant_list_is_reported_and_names_nothing(trail: Trail) -> None:
+    # Signed by another key, newer than every genuine list, and naming a tenant that
+    # never existed while leaving out globex: it must neither hide globex nor invent one.
+    intruder = CheckpointSigner.generate("localgate")
+    later = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    forged = TenantList("localgate", frozenset({"acme", "ghost"}), later).sign(intruder)
+    trail.dba(
+        "INSERT INTO audit_tenant_lists (digest, note, created_at) VALUES (?, ?, ?)",
+        hashlib.sha256(forged.encode()).hexdigest(),
+        forged,
+        later.isoformat(),
+    )
+
+    result = trail.cli("verify")
+
+    assert result.exit_code == 0, result.output
+    assert "acme: OK" in result.output
+    assert "globex: OK" in result.output
+    assert "ghost" not in result.output.replace("a tenant list in the database", "")
+    assert "foreign tenant list (ignored, anchors nothing): a tenant list in the database" in (
+        result.output
+    )
+    # The checkpointer keeps building on the genuine lists.
+    trail.append("globex", range(SIGNED + TAIL, SIGNED + TAIL + 2))
+    assert trail.checkpoint() == [("acme", SIGNED + TAIL), ("globex", SIGNED + TAIL + 2)]
+    assert trail.cli("verify").exit_code == 0
