@@ -683,13 +683,16 @@ def test_a_stray_tenant_list_is_reported_and_names_nothing(trail: Trail) -> None
     # never existed while leaving out globex: it must neither hide globex nor invent one.
     intruder = CheckpointSigner.generate("localgate")
     later = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
-    forged = TenantList("localgate", frozenset({"acme", "ghost"}), later).sign(intruder)
-    trail.dba(
-        "INSERT INTO audit_tenant_lists (digest, note, created_at) VALUES (?, ?, ?)",
-        hashlib.sha256(forged.encode()).hexdigest(),
-        forged,
-        later.isoformat(),
-    )
+    for extra in range(6):  # more than the checkpointer reads as "the newest"
+        forged = TenantList(
+            "localgate", frozenset({"acme", "ghost"}), later + timedelta(seconds=extra)
+        ).sign(intruder)
+        trail.dba(
+            "INSERT INTO audit_tenant_lists (digest, note, created_at) VALUES (?, ?, ?)",
+            hashlib.sha256(forged.encode()).hexdigest(),
+            forged,
+            (later + timedelta(seconds=extra)).isoformat(),
+        )
 
     result = trail.cli("verify")
 

@@ -141,6 +141,14 @@ class Checkpointer:
             for opened in (_open(note, verifier) for note in self._reader.newest_tenant_lists())
             if opened is not None
         ]
+        if not stored:
+            # None of the newest verifies: lists someone inserted with later times may have
+            # pushed the genuine ones out of the newest few; read them all.
+            stored = [
+                opened
+                for opened in (_open(note, verifier) for note in self._reader.tenant_lists())
+                if opened is not None
+            ]
         latest = newest(stored)
         known = latest.tenants if latest else frozenset()
         wanted = known | self._listed | signed_tenants
