@@ -218,3 +218,40 @@ def test_the_redis_url_comes_from_the_environment(tmp_path: Path) -> None:
     settings, _ = load_settings(path, {"LOCALGATE_REDIS_URL": "redis://redis:6379/2"})
 
     assert settings.limits.redis_url == "redis://redis:6379/2"
+
+
+def test_database_url_moves_the_audit_trail_to_postgres_too(tmp_path: Path) -> None:
+    url = "postgresql://localgate:s3cret@db:5432/localgate"
+    settings, _ = load_settings(None, {"LOCALGATE_DATABASE_URL": url})
+
+    assert settings.database_url == url
+    assert settings.shared_state
+    assert settings.audit.store == "postgres"
+    assert settings.audit.postgres_dsn == url
+    assert "s3cret" not in repr(settings)
+    # A separate audit database stays separate.
+    config = tmp_path / "c.yaml"
+    config.write_text(f"database_url: {url}\naudit:\n  postgres_dsn: postgresql://audit@a/b\n")
+    settings, _ = load_settings(config, {})
+    assert settings.audit.postgres_dsn == "postgresql://audit@a/b"
+    assert not load_settings(None, {})[0].shared_state
+
+
+def test_database_url_with_a_sqlite_audit_store_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("database_url: postgresql://db/x\naudit:\n  store: sqlite\n")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, {})
+
+    assert any("audit.store: with database_url set" in line for line in caught.value.problems)
+
+
+def test_sign_checkpoints_false_means_the_signer_never_signs(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("audit:\n  sign_checkpoints: false\n  checkpoint_signer: always\n")
+
+    settings, _ = load_settings(config, {})
+
+    assert settings.audit.signer_mode == "never"
+    assert load_settings(None, {})[0].audit.signer_mode == "auto"

@@ -11,14 +11,10 @@ grafana=${LOCALGATE_GRAFANA_SECRET_DIR:-/run/localgate-grafana}
 owner=${LOCALGATE_KEYS_OWNER:-10001:10001}
 umask 077
 
-# The audit master key and checkpoint signing key, shared by every replica.
+# The audit master key, the checkpoint signing key and the thought-signature seal key
+# (seal.key, proxy.signature_key_file), shared by every replica.
 if [ ! -e "$keys/master.key" ]; then
     localgate audit keygen --out "$keys"
-fi
-# The seal of thought signatures (proxy.signature_key_file): 32 random bytes, base64.
-if [ ! -e "$keys/signature-seal.key" ]; then
-    python -c 'import base64, secrets; print(base64.b64encode(secrets.token_bytes(32)).decode())' \
-        > "$keys/signature-seal.key"
 fi
 if [ ! -e "$postgres/password" ]; then
     python -c 'import secrets; print(secrets.token_urlsafe(32))' > "$postgres/password"

@@ -85,7 +85,7 @@ def test_the_wrong_master_key_fails_the_key_check(tmp_path: Path, upstream: Fake
     assert result.exit_code == 1
     keys = checks(result)["audit keys"]
     assert not keys["ok"]
-    assert "cannot unwrap the data keys" in keys["detail"]
+    assert "is not the audit store's" in keys["detail"]
 
 
 def test_an_upstream_that_refuses_the_key_fails_and_offline_skips_it(
@@ -158,3 +158,40 @@ def test_every_check_line_has_a_fix_when_it_fails(tmp_path: Path, upstream: Fake
     failed = [check for check in json.loads(result.stdout) if not check["ok"]]
     assert failed
     assert all(check["fix"] for check in failed)
+
+
+def test_with_database_url_the_state_store_and_the_shared_seal_key_are_checked(
+    tmp_path: Path, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = tmp_path / "keys"
+    CliRunner().invoke(main, ["audit", "keygen", "--out", str(keys)])
+    config = (
+        f"audit:\n  master_key_file: {keys / 'master.key'}\n"
+        f"  signing_key_file: {keys / 'signing.key'}\n"
+        f"proxy:\n  signature_key_file: {keys / 'seal.key'}\n"
+    )
+    monkeypatch.setenv("LOCALGATE_DATABASE_URL", f"postgresql://x:pw@127.0.0.1:{free_port()}/n")
+    down = doctor(tmp_path, upstream, config, "--offline")
+    with postgres_schema() as dsn:
+        monkeypatch.setenv("LOCALGATE_DATABASE_URL", dsn)
+        fresh = checks(doctor(tmp_path, upstream, config, "--offline", "--json"))
+        # A replica's start records the seal key; another key is then named.
+        from localgate.state.startup import startup_problems
+
+        settings, _ = load_settings(None, {"LOCALGATE_DATABASE_URL": dsn})
+        monkeypatch.setenv("LOCALGATE_SIGNATURE_KEY", (keys / "seal.key").read_text())
+        assert startup_problems(settings) == []
+        monkeypatch.delenv("LOCALGATE_SIGNATURE_KEY")
+        stray = tmp_path / "stray"
+        CliRunner().invoke(main, ["audit", "keygen", "--out", str(stray)])
+        config = config.replace(str(keys / "seal.key"), str(stray / "seal.key"))
+        other = checks(doctor(tmp_path, upstream, config, "--offline", "--json"))
+
+    assert down.exit_code == 1
+    assert "FAIL  state store: database_url: cannot connect to PostgreSQL" in down.output
+    assert ":pw@" not in down.output
+    assert fresh["state store"]["detail"].startswith("postgres: empty; the gateway creates")
+    assert fresh["shared seal key"]["ok"]
+    assert other["state store"]["detail"].endswith(", current")
+    assert not other["shared seal key"]["ok"]
+    assert "is not the one the replicas on this database use" in other["shared seal key"]["detail"]

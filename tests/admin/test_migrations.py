@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 
 from localgate.audit.migrate import head_revision
 from localgate.cli import main
+from localgate.state.migrate import head_revision as state_head
 from tests.audit.conftest import postgres_schema
 
 
@@ -81,3 +82,25 @@ def test_with_the_audit_trail_off_only_the_state_store_is_migrated(tmp_path: Pat
     assert result.output.startswith("state store (")
     assert "audit store" not in result.output
     assert not (tmp_path / "data" / "audit.db").exists()
+
+
+def test_with_database_url_the_shared_state_and_the_audit_trail_are_migrated_there(
+    tmp_path: Path,
+) -> None:
+    with postgres_schema() as dsn:
+        first = migrate(tmp_path, LOCALGATE_DATABASE_URL=dsn)
+        second = migrate(tmp_path, LOCALGATE_DATABASE_URL=dsn)
+
+        with psycopg.connect(dsn) as db:
+            state = db.execute("SELECT version_num FROM localgate_state_version").fetchone()
+            audit = db.execute("SELECT version_num FROM alembic_version").fetchone()
+
+    assert first.exit_code == 0, first.output
+    assert f"state store (postgres (database_url)): schema none -> {state_head()}" in first.output
+    assert state == (state_head(),)
+    assert audit == (head_revision(),)
+    assert f"state store (postgres (database_url)): schema {state_head()}, current" in (
+        second.output
+    )
+    assert dsn not in first.output + second.output
+    assert not (tmp_path / "data" / "localgate.db").exists()  # nothing embedded was made

@@ -188,5 +188,12 @@ def test_a_master_key_that_cannot_unwrap_the_data_keys_stops_the_trail_from_open
         AuditTrail.open(Settings(data_dir=data))
 
     (problem,) = refused.value.problems
+    assert f"master key (id {new_id}) is not the audit store's (id {old_id})" in problem
+    # A store from before fingerprints were remembered: the data keys tell.
+    with sqlite3.connect(data / "audit.db") as db:
+        db.execute("DELETE FROM audit_meta WHERE name = 'master_key_id'")
+    with pytest.raises(AuditStartupError) as refused:
+        AuditTrail.open(Settings(data_dir=data))
+    (problem,) = refused.value.problems
     assert f"the audit master key (id {new_id}) cannot unwrap" in problem
     assert f"wrapped by master key {old_id}" in problem

@@ -6,6 +6,8 @@ import asyncio
 import errno
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -313,3 +315,48 @@ def test_a_waiter_that_gave_up_does_not_stop_the_writer(
     assert first.result(timeout=1).seq == 0
     assert later.seq == 2
     assert kept == ["r1", "r2", "r3"]  # asked for, so written, even if nobody waits
+
+
+APPENDER = """
+import sys
+from pathlib import Path
+from localgate.audit.crypto import MasterKey
+from localgate.audit.records import PendingRecord
+from localgate.audit.spool import Spool
+from localgate.secret import Secret
+
+path, key, name = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+spool = Spool(path, MasterKey(Secret(key)))
+for n in range(100):
+    spool.add(PendingRecord("acme", "answer", f"{name}-{n}", {"n": n}))
+"""
+
+
+def test_processes_sharing_a_spool_lose_no_record_and_drain_it_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    key = MasterKey.generate()
+    path = tmp_path / "audit.db.spool"
+    spool, other = Spool(path, MasterKey(key)), Spool(path, MasterKey(key))
+    with spool.draining() as first, other.draining() as second:
+        assert first
+        assert not second
+    appenders = [
+        subprocess.Popen(  # noqa: S603 - this test's own script
+            [sys.executable, "-c", APPENDER, str(path), key.reveal(), f"p{n}"],
+            stderr=subprocess.PIPE,
+        )
+        for n in range(3)
+    ]
+    drained: list[str] = []
+    # Drain while they append: each rewrite of the file must keep what they appended.
+    while any(appender.poll() is None for appender in appenders):
+        taken = spool.take()
+        drained += [record.request_id for record in taken]
+        spool.clear(len(taken))
+    for appender in appenders:
+        _, errors = appender.communicate(timeout=60)
+        assert appender.returncode == 0, errors.decode()
+    drained += [record.request_id for record in spool.take()]
+
+    assert sorted(drained) == sorted(f"p{p}-{n}" for p in range(3) for n in range(100))

@@ -13,6 +13,7 @@ skipped when none answers, except under CI=true.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -20,21 +21,21 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
-from localgate.audit.anchor import read_anchor
+from localgate.audit.anchor import TenantList, read_anchor
 from localgate.audit.checkpoint import Checkpoint, CheckpointSigner
 from localgate.audit.checkpointing import Checkpointer, origin_of
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.merkle import Frontier
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore
-from localgate.audit.trail import database, master_key, signer
+from localgate.audit.trail import database, key_problems, master_key, signer
 from localgate.audit.verify import verify_all
 from localgate.cli import main
 from localgate.config import Settings, load_settings
@@ -512,7 +513,14 @@ def test_a_checkpoint_forged_with_another_key(trail: Trail) -> None:
 
     result = trail.cli("verify")
 
-    failed(result, "acme: FAILED: the log: unsigned: a checkpoint does not verify: the note is not")
+    # In the database it anchors nothing and is reported; the valid checkpoints still
+    # anchor acme's log. In the anchor, where the DBA cannot write, it is a failure.
+    failed(
+        result,
+        "  foreign checkpoint (ignored, anchors nothing): the checkpoint row of 0 records "
+        "does not verify: the note is not signed by",
+    )
+    assert "acme: OK" in result.output
     assert (
         "globex: FAILED: the log: unsigned: the anchor's globex/000000000000.note does not "
         "verify: the note is not signed by"
@@ -590,3 +598,112 @@ def _without_anchor(trail: Trail) -> Path:
         + "\n"
     )
     return config
+
+
+def test_a_stray_checkpoint_inserted_by_an_insider_is_reported_and_signing_goes_on(
+    trail: Trail,
+) -> None:
+    # An insider (or a replica with another signing key) stores a checkpoint claiming the
+    # log is larger than it is, and one at the very size the signer will sign next.
+    intruder = CheckpointSigner.generate("localgate")
+    root = Frontier(CipherSuite("standard").tree_hasher()).root()
+    for size in (SIGNED + TAIL, 999):
+        forged = intruder.sign(
+            Checkpoint(origin_of("localgate", "acme"), size, root, datetime.now(UTC))
+        )
+        trail.dba(
+            "INSERT INTO audit_checkpoints (tenant, size, note, created_at) "
+            "VALUES ('acme', ?, ?, 'x')",
+            size,
+            forged,
+        )
+
+    first = trail.cli("verify")
+    # The row it took is kept (append-only): the signer's own note for that size is neither
+    # stored nor exported; it signs the next size once the log grows.
+    assert trail.checkpoint() == [("globex", SIGNED + TAIL)]
+    trail.append("acme", range(SIGNED + TAIL, SIGNED + TAIL + 2))
+    assert trail.checkpoint() == [("acme", SIGNED + TAIL + 2)]
+    second = trail.cli("verify")
+
+    for result in (first, second):
+        assert result.exit_code == 0, result.output
+        assert "acme: OK" in result.output
+        assert result.output.count("foreign checkpoint (ignored, anchors nothing)") == 2
+        assert "the checkpoint row of 999 records does not verify" in result.output
+    assert "acme: OK (16 records, 2 checkpoints)" in second.output
+    # Replicas still start: the store's signing key is remembered, not read off the newest
+    # checkpoint.
+    reader = AuditReader(database(trail.settings)())
+    try:
+        assert (
+            key_problems(
+                reader.db,
+                master_key(trail.settings, create=False),
+                trail.signer(),
+                CipherSuite("standard"),
+            )
+            == []
+        )
+    finally:
+        reader.close()
+
+
+def test_a_stray_checkpoint_does_not_hide_a_rewrite(trail: Trail) -> None:
+    # The valid checkpoints still anchor the log: rewriting it under a stray checkpoint of
+    # the forged history is caught.
+    trail.rewrite("acme", 3, status=500)
+    intruder = CheckpointSigner.generate("localgate")
+    leaves = [
+        bytes(row[0])
+        for row in trail.dba("SELECT leaf_hash FROM audit_log WHERE tenant='acme' ORDER BY seq")
+    ]
+    frontier = Frontier(CipherSuite("standard").tree_hasher())
+    for leaf in leaves:
+        frontier.append(leaf)
+    forged = intruder.sign(
+        Checkpoint(
+            origin_of("localgate", "acme"), frontier.size, frontier.root(), datetime.now(UTC)
+        )
+    )
+    trail.dba(
+        "INSERT INTO audit_checkpoints (tenant, size, note, created_at) VALUES ('acme', ?, ?, 'x')",
+        frontier.size,
+        forged,
+    )
+
+    result = trail.cli("verify")
+
+    failed(result, "acme: FAILED: the log: rewritten: the first 10 records do not match")
+    assert "foreign checkpoint (ignored, anchors nothing)" in result.output
+
+
+def test_a_stray_tenant_list_is_reported_and_names_nothing(trail: Trail) -> None:
+    # Signed by another key, newer than every genuine list, and naming a tenant that
+    # never existed while leaving out globex: it must neither hide globex nor invent one.
+    intruder = CheckpointSigner.generate("localgate")
+    later = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    for extra in range(6):  # more than the checkpointer reads as "the newest"
+        forged = TenantList(
+            "localgate", frozenset({"acme", "ghost"}), later + timedelta(seconds=extra)
+        ).sign(intruder)
+        trail.dba(
+            "INSERT INTO audit_tenant_lists (digest, note, created_at) VALUES (?, ?, ?)",
+            hashlib.sha256(forged.encode()).hexdigest(),
+            forged,
+            (later + timedelta(seconds=extra)).isoformat(),
+        )
+
+    result = trail.cli("verify")
+
+    assert result.exit_code == 0, result.output
+    assert "acme: OK" in result.output
+    assert "globex: OK" in result.output
+    assert "ghost" not in result.output.replace("a tenant list in the database", "")
+    assert "foreign tenant list (ignored, anchors nothing): a tenant list in the database" in (
+        result.output
+    )
+    # The checkpointer keeps building on the genuine lists.
+    trail.append("globex", range(SIGNED + TAIL, SIGNED + TAIL + 2))
+    assert trail.checkpoint() == [("acme", SIGNED + TAIL), ("globex", SIGNED + TAIL + 2)]
+    assert trail.cli("verify").exit_code == 0

@@ -324,7 +324,7 @@ def test_the_key_script_makes_every_key_once_owner_only_and_they_load(tmp_path: 
     assert {p.name for p in keys.iterdir()} == {
         "master.key",
         "signing.key",
-        "signature-seal.key",
+        "seal.key",
         "pgpass",
     }
     for path in keys.iterdir():
@@ -332,7 +332,7 @@ def test_the_key_script_makes_every_key_once_owner_only_and_they_load(tmp_path: 
     assert second == first  # never overwritten
     load_or_create_master_key(None, keys / "master.key", create=False)
     load_signer(keys / "signing.key")
-    assert len(load_or_create_key(None, keys / "signature-seal.key")) == 32
+    assert len(load_or_create_key(None, keys / "seal.key")) == 32
     password = (folders["postgres"] / "password").read_text().strip()
     assert len(password) >= 32
     assert (keys / "pgpass").read_text() == f"postgres:5432:localgate:localgate:{password}\n"

@@ -266,7 +266,7 @@ def test_the_key_copy_follows_kubernetes_secret_links_and_leaves_owner_only_file
     (init,) = deployment()["spec"]["template"]["spec"]["initContainers"]
     script = init["command"][-1]
     root = tmp_path / "root"
-    contents = {"keys": ["master.key", "signing.key", "signature-seal.key"], "upstream": []}
+    contents = {"keys": ["master.key", "signing.key", "seal.key"], "upstream": []}
     contents["upstream"] = ["gemini-api-key"]
     for name, files in contents.items():
         secret = root / "etc/localgate/secrets" / name

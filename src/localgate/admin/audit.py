@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -35,10 +35,11 @@ from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import parse_header
 from localgate.audit.retention import PurgeOutcome, purge_tenants, shred_expired
 from localgate.audit.store import AuditReader, AuditStore, StoredRecord, associated_data
-from localgate.audit.trail import database, master_key, signer
+from localgate.audit.trail import database, master_key, remember_master_key, signer
 from localgate.audit.verify import TenantReport, verify_all
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
+from localgate.secret import load_or_create_key
 
 __all__ = [
     "AuditAdmin",
@@ -66,6 +67,8 @@ class AuditVerification:
     anchor_missing: str | None  # the anchor folder could not be read, though it should be
     anchor_problems: list[str]  # what in the anchor itself does not verify
     reports: list[TenantReport]
+    # Tenant lists in the database not signed by the log's key: reported, they anchor nothing.
+    foreign_lists: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -142,12 +145,13 @@ class ProofCheck:
 
 @dataclass(frozen=True, slots=True)
 class GeneratedKeys:
-    """What ``generate_keys`` wrote: two key files, and what identifies the keys."""
+    """What ``generate_keys`` wrote: three key files, and what identifies the keys."""
 
     master_key_file: Path
     signing_key_file: Path
     master_key_id: str
     verifier_key: str
+    seal_key_file: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +214,7 @@ class AuditAdmin:
             anchor_missing=missing,
             anchor_problems=result.anchor_problems,
             reports=result.reports,
+            foreign_lists=result.foreign_lists,
         )
 
     def verifier_key(self) -> str:
@@ -217,10 +222,12 @@ class AuditAdmin:
         return self._required_signer().verifier_key()
 
     def generate_keys(self, out: Path) -> GeneratedKeys:
-        """Write a new master key and checkpoint signing key into ``out`` (owner-only files,
-        never over existing ones), for a deployment to give to its replicas."""
+        """Write a new master key, checkpoint signing key and thought-signature seal key into
+        ``out`` (owner-only files, never over existing ones), for a deployment to give to
+        its replicas."""
         master_file, signing_file = out / "master.key", out / "signing.key"
-        for existing in (master_file, signing_file):
+        seal_file = out / "seal.key"
+        for existing in (master_file, signing_file, seal_file):
             if existing.exists():
                 raise FailedPrecondition(
                     f"{existing} exists; keys are never overwritten (its checkpoints and data "
@@ -231,9 +238,12 @@ class AuditAdmin:
             master = load_or_create_master_key(None, master_file, create=True)
             signing = CheckpointSigner.generate(self._settings.audit.log_name)
             write_key_file(signing_file, signing)
+            load_or_create_key(None, seal_file)
         except OSError as exc:
             raise FailedPrecondition(f"cannot write the keys into {out}: {exc.strerror}") from exc
-        return GeneratedKeys(master_file, signing_file, master.key_id, signing.verifier_key())
+        return GeneratedKeys(
+            master_file, signing_file, master.key_id, signing.verifier_key(), seal_file
+        )
 
     def records(self, request_id: str, *, decrypt: bool = False) -> list[AuditRecord]:
         """The records of one request (its request and answer); ``NotFound`` if none."""
@@ -355,6 +365,8 @@ class AuditAdmin:
                     "re-wrapped"
                 ) from exc
             reader.db.commit()
+            # Replicas started with the old key from now on refuse to start, naming it.
+            remember_master_key(reader.db, new)
         finally:
             reader.close()
         return KeyRotation(len(rows), new.key_id)

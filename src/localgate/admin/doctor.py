@@ -58,6 +58,7 @@ class Doctor:
         """Every check (or only those that talk to other systems), in a fixed order."""
         local: list[Callable[[], list[Check]]] = [self._data_dir, self._key_files, self._tls]
         remote: list[Callable[[], list[Check]]] = [
+            self._state_store,
             self._audit_store,
             self._vector_store,
             self._upstream,
@@ -130,6 +131,48 @@ class Doctor:
 
     # -- other systems ---------------------------------------------------------------
 
+    def _state_store(self) -> list[Check]:
+        """With ``database_url``: the database answers, its schema, the shared seal key."""
+        url = self._settings.database_url
+        if url is None:
+            return []
+        from localgate.state import StateDatabaseUnavailable, connect
+        from localgate.state.migrate import head_revision as state_head
+        from localgate.state.startup import schema_version as state_version
+        from localgate.state.startup import seal_problems
+
+        try:
+            db = connect(url)
+        except StateDatabaseUnavailable as exc:
+            return [
+                Check(
+                    "state store",
+                    False,
+                    str(exc),
+                    "start the database, or fix database_url / LOCALGATE_DATABASE_URL",
+                )
+            ]
+        try:
+            version, head = state_version(db), state_head()
+            problems = seal_problems(self._settings, db)
+        finally:
+            db.close()
+        if version is None:
+            schema = f"postgres: empty; the gateway creates schema {head} at start"
+        elif version != head:
+            schema = f"postgres: schema {version}; the gateway migrates it to {head} at start"
+        else:
+            schema = f"postgres: schema {head}, current"
+        return [
+            Check("state store", True, schema),
+            Check(
+                "shared seal key",
+                not problems,
+                "; ".join(problems) if problems else "present, the one the replicas use",
+                "give every replica the same seal.key (docs/shared-state.md)" if problems else None,
+            ),
+        ]
+
     def _audit_store(self) -> list[Check]:
         settings = self._settings
         if not settings.proxy.enable_audit:
@@ -164,7 +207,7 @@ class Doctor:
                 "audit keys",
                 not problems,
                 "; ".join(problems) if problems else "the keys open and verify what is stored",
-                "start every replica with the same keys (docs/audit.md#replicas-and-keys)"
+                "start every replica with the same keys (docs/shared-state.md)"
                 if problems
                 else None,
             )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from localgate.admin.closing import ClosingService
 from localgate.config import Settings
-from localgate.errors import InvalidArgument, NotFound
-from localgate.identity.keys import ApiKeyRecord, IssuedKey, SqliteKeyStore
+from localgate.errors import InvalidArgument, NotFound, ServiceUnavailable
+from localgate.identity import AdminKeyStore, ApiKeyRecord, IssuedKey, open_key_store
+from localgate.state import StateDatabaseUnavailable
 
 __all__ = ["ApiKeyRecord", "IssuedKey", "KeyAdmin"]
 
@@ -14,13 +15,17 @@ class KeyAdmin(ClosingService):
     """Manages the keys in the gateway's key store; a running gateway sees every change on
     its next request."""
 
-    def __init__(self, store: SqliteKeyStore) -> None:
+    def __init__(self, store: AdminKeyStore) -> None:
         self._store = store
 
     @classmethod
     def open(cls, settings: Settings) -> KeyAdmin:
-        """On the key store of ``settings.data_dir`` (created if missing); close it after."""
-        return cls(SqliteKeyStore(settings.state_db_path))
+        """On the configured key store: PostgreSQL with ``database_url`` (every replica sees
+        changes within a second), else ``data_dir/localgate.db`` (created if missing)."""
+        try:
+            return cls(open_key_store(settings, serving=False))
+        except StateDatabaseUnavailable as exc:
+            raise ServiceUnavailable(str(exc)) from exc
 
     def close(self) -> None:
         """Close the key store."""

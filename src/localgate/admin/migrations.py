@@ -3,7 +3,7 @@
 A gateway migrates at start too; running it once beforehand (a Kubernetes Job, a compose
 one-shot service) lets an operator see a failed migration before a rollout, and keeps
 replicas that start together from all waiting on the same lock. The migrations themselves
-live with their stores (``audit/migrate.py``); this only calls them.
+live with their stores (``audit/migrate.py``, ``state/migrate.py``); this only calls them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from localgate.audit.trail import database, schema_version
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition
 from localgate.identity.keys import SqliteKeyStore
+from localgate.state.migrate import VERSION_TABLE
+from localgate.state.migrate import head_revision as state_head_revision
+from localgate.state.migrate import upgrade_schema as upgrade_schema_of_state
+from localgate.state.postgres import StateDatabaseUnavailable, connect, describe
 
 __all__ = ["CURRENT", "MigratedStore", "migrate_databases"]
 
@@ -47,6 +51,8 @@ def migrate_databases(settings: Settings) -> list[MigratedStore]:
 
 
 def _state_store(settings: Settings) -> MigratedStore:
+    if settings.database_url is not None:
+        return _shared_state_store(settings.database_url)
     # The embedded key store creates its tables when opened; it has no versions yet.
     path = settings.state_db_path
     try:
@@ -56,6 +62,36 @@ def _state_store(settings: Settings) -> MigratedStore:
     except sqlite3.Error as exc:
         raise FailedPrecondition(f"state store {path}: {_first_line(exc)}") from exc
     return MigratedStore("state", str(path), CURRENT, CURRENT)
+
+
+def _shared_state_store(dsn: str) -> MigratedStore:
+    """The shared state in PostgreSQL (``database_url``): its own Alembic migrations."""
+    location = "postgres (database_url)"
+    try:
+        connection = connect(dsn)
+    except StateDatabaseUnavailable as exc:
+        raise FailedPrecondition(f"state store ({location}): {exc}") from exc
+    try:
+        found = connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (VERSION_TABLE,)
+        ).fetchone()
+        before = None
+        if found is not None and found[0]:
+            # A constant of the package, not input.
+            query = f"SELECT version_num FROM {VERSION_TABLE}"  # noqa: S608
+            row = connection.execute(query).fetchone()
+            before = str(row[0]) if row else None
+    except Exception as exc:  # the driver's errors
+        raise FailedPrecondition(f"state store ({location}): {describe(exc)}") from exc
+    finally:
+        connection.close()
+    try:
+        upgrade_schema_of_state(dsn)
+    except Exception as exc:  # Alembic and the drivers raise their own trees
+        raise FailedPrecondition(
+            f"state store ({location}): migration failed: {describe(exc)}"
+        ) from exc
+    return MigratedStore("state", location, before, state_head_revision())
 
 
 def _audit_store(settings: Settings) -> MigratedStore:

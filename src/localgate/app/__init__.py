@@ -26,7 +26,7 @@ from localgate.frontdoor.openai_endpoint import OpenAIEndpoint
 from localgate.frontdoor.protocol import gateway_protocol
 from localgate.frontdoor.tls import ServerTls
 from localgate.gemini.routes import GeminiMethod
-from localgate.identity import SqliteKeyStore
+from localgate.identity import open_key_store
 from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
 from localgate.limits.estimate import estimate_tokens
@@ -75,7 +75,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        keys = SqliteKeyStore(settings.state_db_path)
+        keys = open_key_store(settings)
         access_log = AccessLog(settings.access_log_path)
         access_log.start()
         upstream_settings = settings.upstream

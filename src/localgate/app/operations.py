@@ -14,7 +14,7 @@ from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices
 from localgate.frontdoor.tls import ServerTls
 from localgate.gemini.openapi import openapi_document
-from localgate.identity import SqliteKeyStore
+from localgate.identity import KeyStore
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.policy import ConfigReloader
 from localgate.upstream import Router
@@ -34,7 +34,7 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """The stages a request needs can work: state store, audit trail, every upstream."""
     checks: dict[str, str] = {}
-    keys: SqliteKeyStore = request.state.keys
+    keys: KeyStore = request.state.keys
     try:
         keys.check()
         checks["state_store"] = "ok"

@@ -68,7 +68,7 @@ class Checkpointer:
             if state is None:
                 continue
             frontier = Frontier.from_bytes(self._hasher, state)
-            signed = self._reader.checkpoints(tenant)
+            signed = self._newest_valid(tenant)
             if signed:
                 signed_tenants.add(tenant)
             if frontier.size == 0 or (signed and signed[-1][0] >= frontier.size):
@@ -91,10 +91,14 @@ class Checkpointer:
         listed = self._tenant_list(signed_tenants)
         if not made and listed is None:
             return []
+        stored: list[tuple[str, int, str]] = []
         self._reader.db.begin()
         try:
             for tenant, size, note in made:
-                self._reader.add_checkpoint(tenant, size, note)
+                # A row someone inserted at this size keeps it (the table is append-only):
+                # ours is then neither stored nor exported; the next round signs a larger one.
+                if self._reader.add_checkpoint(tenant, size, note):
+                    stored.append((tenant, size, note))
             if listed is not None:
                 self._reader.add_tenant_list(listed[1])
             self._reader.db.commit()
@@ -103,11 +107,26 @@ class Checkpointer:
             raise
         if listed is not None:
             self._listed = listed[0].tenants
-        for tenant, size, note in made:
+        for tenant, size, note in stored:
             self._export(f"{tenant}/{size:012d}.note", note)
         if listed is not None:
             self._export(tenant_list_file(*listed), listed[1])
-        return [(tenant, size) for tenant, size, _ in made]
+        return [(tenant, size) for tenant, size, _ in stored]
+
+    def _newest_valid(self, tenant: str) -> list[tuple[int, str]]:
+        """The newest stored checkpoint this log's key signed, as a one-item list (or none).
+
+        Others are skipped: a checkpoint someone inserted (or a replica with another key
+        signed) must neither stop signing nor become the base the log is checked against.
+        """
+        verifier = self._signer.verifier()
+        for size, note in reversed(self._reader.checkpoints(tenant)):
+            try:
+                verifier.verify(note)
+            except CheckpointError:
+                continue
+            return [(size, note)]
+        return []
 
     def _tenant_list(self, signed_tenants: set[str]) -> tuple[TenantList, str] | None:
         """A new signed tenant list, if the newest one stored lacks a tenant it should name.
@@ -122,6 +141,14 @@ class Checkpointer:
             for opened in (_open(note, verifier) for note in self._reader.newest_tenant_lists())
             if opened is not None
         ]
+        if not stored:
+            # None of the newest verifies: lists someone inserted with later times may have
+            # pushed the genuine ones out of the newest few; read them all.
+            stored = [
+                opened
+                for opened in (_open(note, verifier) for note in self._reader.tenant_lists())
+                if opened is not None
+            ]
         latest = newest(stored)
         known = latest.tenants if latest else frozenset()
         wanted = known | self._listed | signed_tenants

@@ -74,8 +74,9 @@ class SqliteDatabase:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise DatabaseUnavailable(f"cannot open the SQLite file {path}: {exc}") from exc
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # The timeout first: worker processes opening the file at once wait for each other.
         self._db.execute("PRAGMA busy_timeout=10000")
+        self._db.execute("PRAGMA journal_mode=WAL")
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -1,12 +1,18 @@
 """Bringing an audit database's schema up to date, with Alembic.
 
-The writer runs this before it opens its connection; several replicas starting at
-once are serialised by Alembic's own version table inside one transaction (and, on
-PostgreSQL, by an advisory lock).
+The writer runs this before it opens its connection. Several processes starting at once
+are serialised: on PostgreSQL (replicas) by an advisory lock inside the migration's
+transaction; on SQLite (worker processes sharing a data directory) by an ``flock`` on a
+file beside the database, since SQLite's deferred transactions would let two of them read
+"no version table" and the second fail creating it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["head_revision", "sqlalchemy_url", "upgrade_schema"]
@@ -22,15 +28,32 @@ def upgrade_schema(url: str) -> None:
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    engine = create_engine(url)
+    with _sqlite_lock(url):
+        engine = create_engine(url)
+        try:
+            with engine.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_xact_lock(7466130817)"))
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+        finally:
+            engine.dispose()
+
+
+@contextlib.contextmanager
+def _sqlite_lock(url: str) -> Iterator[None]:
+    """An exclusive ``flock`` beside a SQLite database for the migration (nothing else)."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    lock = Path(url.removeprefix("sqlite:///") + ".migrate.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        with engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                connection.execute(text("SELECT pg_advisory_xact_lock(7466130817)"))
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # released with the descriptor
+        yield
     finally:
-        engine.dispose()
+        os.close(descriptor)
 
 
 def head_revision() -> str:

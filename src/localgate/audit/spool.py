@@ -5,6 +5,11 @@ spool file (each line sealed with the master key, so nothing is in clear on disk
 retried in order until the store takes it. If the spool cannot be written either (the
 disk is full), the audit stage holds the record in memory and the gateway refuses
 requests until it is written (``stage.py``).
+
+Several gateway processes may share one data directory (``--workers``), so one spool file:
+every read-modify-write of it holds an ``flock`` on ``<spool>.lock`` (an append by one process
+is never lost to another's rewrite), and one process at a time drains it (``draining``), so a
+spooled record is written to the store once.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,8 +50,36 @@ class Spool:
             value = fields[name]
             fields[name] = base64.b64encode(value).decode() if value is not None else None
         sealed = self._master.wrap(orjson.dumps(fields), _LABEL)
-        with self._lock:
+        with self._lock, self._locked():
             self._append(base64.b64encode(sealed) + b"\n")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The spool file to this process (other processes wait)."""
+        descriptor = os.open(self._lock_path(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    @contextlib.contextmanager
+    def draining(self) -> Iterator[bool]:
+        """Whether this caller may drain the spool now (take, write, clear): True for one
+        caller at a time across processes; others get False and leave it to that one."""
+        descriptor = os.open(self._lock_path(".drain.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(descriptor)
+
+    def _lock_path(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
 
     def _append(self, line: bytes) -> None:
         """Append one line and fsync it; ``OSError`` (ENOSPC, EIO, ...) if the disk refuses.
@@ -75,7 +110,7 @@ class Spool:
         has since been rotated — is moved to ``<spool>.quarantine`` (recoverable with that
         key) instead of blocking every record behind it.
         """
-        with self._lock:
+        with self._lock, self._locked():
             if not self.path.exists():
                 return []
             lines = [line for line in self.path.read_bytes().splitlines() if line.strip()]
@@ -103,7 +138,7 @@ class Spool:
 
     def clear(self, count: int) -> None:
         """Drop the first ``count`` lines (they have been written)."""
-        with self._lock:
+        with self._lock, self._locked():
             if not self.path.exists():
                 return
             lines = [line for line in self.path.read_bytes().splitlines() if line.strip()]
@@ -114,7 +149,7 @@ class Spool:
         if not lines:
             self.path.unlink(missing_ok=True)
             return
-        temporary = self.path.with_suffix(".tmp")
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         with temporary.open("wb") as handle:
             handle.write(b"".join(line + b"\n" for line in lines))
             handle.flush()
@@ -122,7 +157,7 @@ class Spool:
         os.replace(temporary, self.path)
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._locked():
             if not self.path.exists():
                 return 0
             return sum(1 for line in self.path.read_bytes().splitlines() if line.strip())

@@ -229,18 +229,22 @@ class TrailAudit:
         return written
 
     async def retry_spooled(self) -> int:
-        """Write spooled records in order; returns how many went in."""
-        pending = await asyncio.to_thread(self._spool.take)
-        written = 0
-        for record in pending:
-            try:
-                await asyncio.wrap_future(self._store.submit(record))
-            except Exception:  # noqa: BLE001 - keep it spooled and try again later
-                break
-            written += 1
-        if written:
-            await asyncio.to_thread(self._spool.clear, written)
-        return written
+        """Write spooled records in order; returns how many went in (0 while another
+        process sharing the data directory drains the spool)."""
+        with self._spool.draining() as mine:
+            if not mine:
+                return 0
+            pending = await asyncio.to_thread(self._spool.take)
+            written = 0
+            for record in pending:
+                try:
+                    await asyncio.wrap_future(self._store.submit(record))
+                except Exception:  # noqa: BLE001 - keep it spooled and try again later
+                    break
+                written += 1
+            if written:
+                await asyncio.to_thread(self._spool.clear, written)
+            return written
 
 
 def _withheld(record: PendingRecord) -> PendingRecord:

@@ -469,13 +469,14 @@ class AuditReader:
         ).fetchall()
         return [(int(row[0]), str(row[1])) for row in rows]
 
-    def add_checkpoint(self, tenant: str, size: int, note: str) -> None:
-        """Store a signed checkpoint."""
-        self.db.execute(
+    def add_checkpoint(self, tenant: str, size: int, note: str) -> bool:
+        """Store a signed checkpoint; False if a row of that size was already there."""
+        cursor = self.db.execute(
             "INSERT INTO audit_checkpoints (tenant, size, note, created_at) "
             "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
             (tenant, size, note, datetime.now(UTC).isoformat(timespec="seconds")),
         )
+        return int(cursor.rowcount) > 0
 
     def tenant_lists(self, newest: int | None = None) -> list[str]:
         """Every stored signed tenant list (see ``anchor.TenantList``), or the ``newest``.

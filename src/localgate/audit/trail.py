@@ -16,11 +16,11 @@ from localgate.audit.checkpoint import (
     CheckpointError,
     CheckpointSigner,
     load_signer,
-    write_key_file,
 )
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey, load_or_create_master_key
 from localgate.audit.database import Database, DatabaseUnavailable, PostgresDatabase, sqlite_at
+from localgate.audit.election import FileElection, PostgresElection, SignerElection
 from localgate.audit.keyring import Keyring
 from localgate.audit.migrate import head_revision, upgrade_schema
 from localgate.audit.readiness import AuditReadiness
@@ -30,6 +30,7 @@ from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore
 from localgate.config import ENV_AUDIT_MASTER_KEY, AuditSettings, Settings
 from localgate.observability.metrics import GatewayMetrics
+from localgate.secret import create_key_file
 
 __all__ = [
     "AuditStartupError",
@@ -74,37 +75,95 @@ def creates_keys(settings: Settings) -> bool:
     """Whether a missing key may be created at start: only beside an embedded (SQLite)
     store. Replicas sharing a PostgreSQL store must share keys, so a replica that made its
     own would write what the others cannot read and sign what they cannot verify."""
-    return settings.audit.store == "sqlite"
+    return settings.audit.store == "sqlite" and not settings.shared_state
+
+
+# The fingerprints of the keys in use, remembered in audit_meta by the first gateway.
+MASTER_FINGERPRINT = "master_key_id"
+SIGNING_FINGERPRINT = "signing_key"
 
 
 def key_problems(
-    db: Database, master: MasterKey, signing: CheckpointSigner | None, suite: CipherSuite
+    db: Database,
+    master: MasterKey,
+    signing: CheckpointSigner | None,
+    suite: CipherSuite,
+    *,
+    remember: bool = True,
 ) -> list[str]:
-    """Whether the keys this gateway holds are the ones the store's contents need: the
-    master key must open the stored data keys, and the signing key must be the one that
-    signed the store's newest checkpoint."""
+    """Whether the keys this gateway holds are the store's: the fingerprints the store
+    remembers (the first gateway to start records them, unless ``remember`` is false), and
+    the master key must open the stored data keys.
+
+    A store from before fingerprints were remembered adopts the signing key only if it
+    signed one of the stored checkpoints (whatever else someone inserted there).
+    """
     problems = []
-    unwrap = Keyring(db, master, suite).unwrap_problem()
-    if unwrap is not None:
+    remembered = _remembered(db, MASTER_FINGERPRINT, master.key_id, remember=remember)
+    if remembered not in (None, master.key_id):
         problems.append(
-            f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {unwrap} (every replica on one "
-            "audit store needs the same master key)"
+            f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: this gateway's master key (id "
+            f"{master.key_id}) is not the audit store's (id {remembered}); every replica on "
+            "one store needs the same master key"
         )
+    else:
+        unwrap = Keyring(db, master, suite).unwrap_problem()
+        if unwrap is not None:
+            problems.append(
+                f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {unwrap} (every replica on "
+                "one audit store needs the same master key)"
+            )
     if signing is not None:
-        row = db.execute(
-            "SELECT note FROM audit_checkpoints ORDER BY created_at DESC, size DESC LIMIT 1"
-        ).fetchone()
-        if row is not None:
-            try:
-                signing.verifier().verify(str(row[0]))
-            except CheckpointError:
-                problems.append(
-                    "audit.signing_key_file: this gateway's signing key "
-                    f"({signing.verifier_key()}) did not sign the audit store's checkpoints; "
-                    "start it with the key that did, or with audit.sign_checkpoints: false if "
-                    "another replica signs"
-                )
+        held = signing.verifier_key()
+        stored = _stored_fingerprint(db, SIGNING_FINGERPRINT)
+        if stored is None and not _signed_a_stored_checkpoint(db, signing):
+            stored = "another key"
+        elif stored is None and remember:
+            stored = _remembered(db, SIGNING_FINGERPRINT, held, remember=True)
+        if stored not in (None, held):
+            problems.append(
+                f"audit.signing_key_file: this gateway's signing key ({held}) is not the one "
+                f"that signs the audit store's checkpoints ({stored}); start it with that key, "
+                "or with audit.checkpoint_signer: never if another replica signs"
+            )
     return problems
+
+
+def _stored_fingerprint(db: Database, name: str) -> str | None:
+    row = db.execute("SELECT value FROM audit_meta WHERE name=?", (name,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def _remembered(db: Database, name: str, held: str, *, remember: bool) -> str | None:
+    """The fingerprint the store remembers for ``name``, recording ``held`` if none."""
+    if remember:
+        db.execute(
+            "INSERT INTO audit_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            (name, held),
+        )
+    return _stored_fingerprint(db, name)
+
+
+def _signed_a_stored_checkpoint(db: Database, signing: CheckpointSigner) -> bool:
+    """True if no checkpoint is stored, or ``signing`` signed one of them."""
+    verifier = signing.verifier()
+    rows = db.execute("SELECT note FROM audit_checkpoints").fetchall()
+    for (note,) in rows:
+        try:
+            verifier.verify(str(note))
+        except CheckpointError:
+            continue
+        return True
+    return not rows
+
+
+def remember_master_key(db: Database, master: MasterKey) -> None:
+    """After a rotation: the store's master key is now ``master``."""
+    db.execute(
+        "INSERT INTO audit_meta (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value=excluded.value",
+        (MASTER_FINGERPRINT, master.key_id),
+    )
 
 
 def startup_problems(settings: Settings, *, inspect_only: bool = False) -> list[str]:
@@ -126,7 +185,7 @@ def startup_problems(settings: Settings, *, inspect_only: bool = False) -> list[
     except (OSError, ValueError) as exc:
         return [f"audit.master_key_file / {ENV_AUDIT_MASTER_KEY}: {exc}"]
     signing: CheckpointSigner | None = None
-    if settings.audit.sign_checkpoints:
+    if settings.audit.signer_mode != "never":
         signing = signer(settings, create=create)
         if signing is None and not creates_keys(settings):
             return [_missing_signing_key(settings)]
@@ -139,7 +198,9 @@ def startup_problems(settings: Settings, *, inspect_only: bool = False) -> list[
             upgrade_schema(db.sqlalchemy_url)
         elif schema_version(db) != head_revision():
             return []  # nothing to compare keys with before the gateway has migrated it
-        return key_problems(db, master, signing, CipherSuite(settings.audit.suite))
+        return key_problems(
+            db, master, signing, CipherSuite(settings.audit.suite), remember=not inspect_only
+        )
     finally:
         db.close()
 
@@ -158,17 +219,21 @@ def schema_version(db: Database) -> str | None:
 def _missing_master_key(settings: Settings) -> str:
     return (
         f"audit.master_key_file: no audit master key at {settings.audit_master_key_path} (nor "
-        f"in {ENV_AUDIT_MASTER_KEY}); with audit.store: postgres it is never created at start: "
+        f"in {ENV_AUDIT_MASTER_KEY}); with {_shared(settings)} it is never created at start: "
         "make one with `localgate audit keygen --out DIR` and give every replica the same file"
     )
+
+
+def _shared(settings: Settings) -> str:
+    return "database_url" if settings.shared_state else "audit.store: postgres"
 
 
 def _missing_signing_key(settings: Settings) -> str:
     return (
         f"audit.signing_key_file: no checkpoint signing key at {settings.audit_signing_key_path}; "
-        "with audit.store: postgres it is never created at start: give the signing replica the "
-        "key from `localgate audit keygen --out DIR`, and set audit.sign_checkpoints: false on "
-        "the others"
+        f"with {_shared(settings)} it is never created at start: give the replicas that may "
+        "sign the signing.key from `localgate audit keygen --out DIR`, and set "
+        "audit.checkpoint_signer: never on the others"
     )
 
 
@@ -178,7 +243,9 @@ def signer(settings: Settings, *, create: bool) -> CheckpointSigner | None:
     if not path.exists():
         if not create or settings.audit.signing_key_file is not None:
             return None
-        write_key_file(path, CheckpointSigner.generate(settings.audit.log_name))
+        # Several worker processes may start at once: one key wins, all load it.
+        created = CheckpointSigner.generate(settings.audit.log_name)
+        create_key_file(path, created.key_string().reveal() + "\n")
     try:
         return load_signer(path)
     except PermissionError:
@@ -197,6 +264,8 @@ class AuditTrail:
     signer: CheckpointSigner | None = None
     readiness: AuditReadiness | None = None
     metrics: GatewayMetrics | None = None
+    # With audit.checkpoint_signer: auto, signs only while elected.
+    election: SignerElection | None = None
     _task: asyncio.Task[None] | None = None
     _shredder: asyncio.Task[None] | None = None
 
@@ -222,7 +291,8 @@ class AuditTrail:
         )
         checkpointer = None
         key = None
-        if settings.audit.sign_checkpoints:
+        election: SignerElection | None = None
+        if settings.audit.signer_mode != "never":
             key = signer(settings, create=creates_keys(settings))
             if key is None and not creates_keys(settings):
                 store.close()
@@ -241,6 +311,8 @@ class AuditTrail:
                     settings.audit.log_name,
                     settings.audit.checkpoint_export_dir,
                 )
+                if settings.audit.signer_mode == "auto":
+                    election = _election(settings)
         reader = store.reader()
         try:
             problems = key_problems(reader.db, master, key, store.suite)
@@ -258,6 +330,7 @@ class AuditTrail:
             key,
             AuditReadiness(store, stage),
             metrics,
+            election,
         )
 
     async def start(self) -> None:
@@ -282,6 +355,8 @@ class AuditTrail:
         self.store.close()
         if self.checkpointer is not None:
             self._sign()
+        if self.election is not None:
+            self.election.close()
 
     async def _sign_forever(self) -> None:
         while True:
@@ -314,6 +389,10 @@ class AuditTrail:
     def _sign(self) -> None:
         if self.checkpointer is None:
             return
+        if self.election is not None and not self.election.lead():
+            if self.metrics is not None:
+                self.metrics.audit_checkpoint_success.set(0)  # a standby: another signs
+            return
         try:
             self.checkpointer.run()
         except Exception:
@@ -321,6 +400,15 @@ class AuditTrail:
             return
         if self.metrics is not None:
             self.metrics.audit_checkpoint_success.set(time.time())
+
+
+def _election(settings: Settings) -> SignerElection:
+    """The signer election of ``audit.checkpoint_signer: auto``: beside the store."""
+    if settings.audit.store == "postgres" and settings.audit.postgres_dsn:
+        dsn = settings.audit.postgres_dsn
+        return PostgresElection(lambda: PostgresDatabase(dsn), settings.audit.log_name)
+    path = settings.audit_db_path
+    return FileElection(path.with_name(path.name + ".signer.lock"))
 
 
 def _spool_path(settings: Settings) -> Path:

@@ -2,8 +2,11 @@
 
 Checks, in order, stopping at the first problem:
 
-- the signed items: every stored checkpoint verifies, is this tenant's and sits in the
-  row of its own size (else it was forged or swapped for another);
+- the signed items: every stored checkpoint that verifies under the log's key is this
+  tenant's and sits in the row of its own size (else it was swapped for another); one that
+  does not verify (inserted by someone with write access to the database, or signed by a
+  replica with another key) anchors nothing: it is reported as foreign, and the valid
+  ones still anchor the log;
 - positions: sequence numbers run 0, 1, 2 … with no gap (a gap is a deleted record);
 - each record: its header parses, names this tenant and this position (else it was
   moved: reordered), hashes to its stored leaf (else the header was modified), its
@@ -91,6 +94,9 @@ class TenantReport:
     young_from: int = 0
     # Things worth a look that are not tampering by the threat model (see docs/audit.md).
     warnings: list[str] = field(default_factory=list)
+    # Checkpoints and tenant lists stored in the database that the log's key did not sign:
+    # they anchor nothing, and do not make the log fail (docs/shared-state.md).
+    foreign: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +110,8 @@ class Verification:
 
     reports: list[TenantReport]
     anchor_problems: list[str]
+    # Tenant lists in the database the log's key did not sign (reported, not failed).
+    foreign_lists: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -132,7 +140,7 @@ def verify_all(
     reports = [
         verify_tenant(reader, name, suite, verifier, anchor, lists=lists) for name in sorted(names)
     ]
-    return Verification(reports, anchor_problems)
+    return Verification(reports, anchor_problems, lists.foreign)
 
 
 class TenantLists:
@@ -146,19 +154,22 @@ class TenantLists:
         self._reader = reader
         self._verifier = verifier
         self._opened: dict[str, TenantList] = {}
+        self._foreign: set[str] = set()
         self.lists: list[TenantList] = []
-        self.problem: Problem | None = None
+        self.foreign: list[str] = []
         self.refresh()
 
     def refresh(self) -> None:
         """Read the lists again (a checkpointer may have signed one since)."""
         for note in self._reader.tenant_lists():
-            if note in self._opened:
+            if note in self._opened or note in self._foreign:
                 continue
             try:
                 self._opened[note] = TenantList.open(note, self._verifier)
             except CheckpointError as exc:
-                self.problem = Problem(None, "unsigned", f"a tenant list does not verify: {exc}")
+                # Not the log's: it names nothing (a list only ever adds names to check).
+                self._foreign.add(note)
+                self.foreign.append(f"a tenant list in the database does not verify: {exc}")
         self.lists = list(self._opened.values())
 
     def lists_newest(self, tenant: str) -> bool:
@@ -188,10 +199,9 @@ def verify_tenant(
     """
     report = TenantReport(tenant)
     hasher = suite.tree_hasher()
-    stored, problem = _stored_checkpoints(reader, tenant, verifier)
+    stored, problem = _stored_checkpoints(reader, tenant, verifier, report.foreign)
     if lists is None:
         lists = TenantLists(reader, verifier)
-    problem = problem or lists.problem
     if problem is not None:
         report.problem = problem
         return report
@@ -491,14 +501,21 @@ def _check_record(
 
 
 def _stored_checkpoints(
-    reader: AuditReader, tenant: str, verifier: CheckpointVerifier | None
+    reader: AuditReader, tenant: str, verifier: CheckpointVerifier | None, foreign: list[str]
 ) -> tuple[list[Checkpoint], Problem | None]:
+    """The stored checkpoints the log's key signed; the others are described in ``foreign``.
+
+    A checkpoint the key did not sign proves nothing either way, so it cannot make the log
+    fail (else anyone with write access to the database, or a replica with a stray key,
+    could make verification unusable for good: the table is append-only).
+    """
     checkpoints = []
     for size, note in reader.checkpoints(tenant):
         try:
             checkpoint = verifier.verify(note) if verifier else Checkpoint.parse(note_text(note))
         except CheckpointError as exc:
-            return [], Problem(None, "unsigned", f"a checkpoint does not verify: {exc}")
+            foreign.append(f"the checkpoint row of {size} records does not verify: {exc}")
+            continue
         if not checkpoint.origin.endswith(f"/audit/{tenant}"):
             return [], Problem(
                 None, "modified", f"a checkpoint of {checkpoint.origin!r} is stored as this log's"
@@ -510,6 +527,15 @@ def _stored_checkpoints(
                 f"the checkpoint row of {size} records holds the checkpoint of {checkpoint.size}",
             )
         checkpoints.append(checkpoint)
+    if foreign and not checkpoints:
+        # Not one is the log's: the verifier key is not the log's, or every checkpoint the
+        # signer stored was replaced. Either way nothing here anchors the log.
+        return [], Problem(
+            None,
+            "unsigned",
+            f"none of the {len(foreign)} stored checkpoint(s) verifies under the log's key "
+            f"(the wrong verifier key, or all forged): {foreign[0]}",
+        )
     return checkpoints, None
 
 

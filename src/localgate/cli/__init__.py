@@ -109,7 +109,8 @@ def main() -> None:
 @config_option
 @click.option("--host", default=None, help="Address to listen on (default: server.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
-def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+@click.option("--debug", is_flag=True, help="Debug logging; tracebacks for start-up errors.")
+def serve(config_path: Path | None, host: str | None, port: int | None, debug: bool) -> None:
     """Run the gateway."""
 
     import uvicorn
@@ -119,7 +120,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
 
     settings, source = load_or_exit(config_path)
     logging.basicConfig(
-        level=settings.logging.level.upper(),
+        level="DEBUG" if debug else settings.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     bind_host = host or settings.server.host
@@ -135,16 +136,14 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         bind_host,
         bind_port,
     )
-    if settings.proxy.enable_audit:
-        from localgate.audit.trail import startup_problems
+    from localgate.cli.startup import startup_problems
 
-        # One line each, before the server starts: a replica given the wrong key (or none)
-        # must not come up and then refuse every request.
-        problems = startup_problems(settings)
-        if problems:
-            for problem in problems:
-                click.echo(f"localgate: cannot start: {problem}", err=True)
-            sys.exit(1)
+    # One line each, before the server starts (database, keys, port): docs/shared-state.md.
+    problems = startup_problems(settings, bind_host, bind_port, debug=debug)
+    if problems:
+        for problem in problems:
+            click.echo(f"localgate: cannot start: {problem}", err=True)
+        sys.exit(1)
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()

@@ -90,6 +90,17 @@ def verify(
             click.echo(f"{report.tenant}: FAILED: {report.problem}")
         for warning in report.warnings:
             click.echo(f"  warning: {warning}")
+        for foreign in report.foreign:
+            click.echo(f"  foreign checkpoint (ignored, anchors nothing): {foreign}")
+    for foreign in result.foreign_lists:
+        click.echo(f"foreign tenant list (ignored, anchors nothing): {foreign}")
+    if any(report.foreign for report in result.reports) or result.foreign_lists:
+        click.echo(
+            "note: the database holds signed items the log's key did not sign: someone with "
+            "write access inserted them, or a replica signed with another key "
+            "(docs/shared-state.md); the log itself is judged by the valid ones",
+            err=True,
+        )
     if not result.ok:
         sys.exit(1)
 
@@ -120,19 +131,22 @@ def verifier_key(config_path: Path | None) -> None:
     "--out",
     required=True,
     type=click.Path(path_type=Path, file_okay=False),
-    help="Directory to write master.key and signing.key into (created owner-only).",
+    help="Directory to write master.key, signing.key and seal.key into (created owner-only).",
 )
 def keygen(config_path: Path | None, out: Path) -> None:
-    """Make a master key and a signing key for replicas that share one audit store.
+    """Make the keys replicas that share one database must all hold.
 
     Give every replica the same master.key (audit.master_key_file, or its content in
-    LOCALGATE_AUDIT_MASTER_KEY) and the signing replica signing.key (audit.signing_key_file).
+    LOCALGATE_AUDIT_MASTER_KEY), the same seal.key (proxy.signature_key_file, or its content
+    in LOCALGATE_SIGNATURE_KEY), and the replicas that may sign checkpoints signing.key
+    (audit.signing_key_file). docs/shared-state.md says how.
     """
     with reported():
         keys = _admin(config_path).generate_keys(out)
     click.echo(f"master key {keys.master_key_id}: {keys.master_key_file}")
     click.echo(f"signing key: {keys.signing_key_file}")
     click.echo(f"verifier key (public, for auditors): {keys.verifier_key}")
+    click.echo(f"thought-signature seal key: {keys.seal_key_file}")
 
 
 @audit.command()

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from localgate.admin.keys import KeyAdmin
+from localgate.cli.errors import reported
 from localgate.cli.options import config_option, group_config_option, load_or_exit
 from localgate.errors import InvalidArgument, NotFound
 
@@ -16,7 +17,9 @@ __all__ = ["keys"]
 
 
 def _admin(config_path: Path | None) -> KeyAdmin:
-    return KeyAdmin.open(load_or_exit(config_path)[0])
+    settings = load_or_exit(config_path)[0]
+    with reported():  # an unreachable database_url: one line, exit code 1
+        return KeyAdmin.open(settings)
 
 
 @click.group()

@@ -11,6 +11,7 @@ nothing is half-applied. Environment variables override the file:
 - ``LOCALGATE_SIGNATURE_KEY`` the key that seals thought signatures (wins over
   ``proxy.signature_key_file``)
 - ``LOCALGATE_REDIS_URL``     ``limits.redis_url``
+- ``LOCALGATE_DATABASE_URL``  ``database_url`` (shared state in PostgreSQL)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from localgate.config.loading import (
     ENV_CHROMA_TOKEN,
     ENV_CONFIG,
     ENV_DATA_DIR,
+    ENV_DATABASE_URL,
     ENV_REDIS_URL,
     ENV_SIGNATURE_KEY,
     ENV_UPSTREAM_KEY,
@@ -76,6 +78,7 @@ __all__ = [
     "ENV_AUDIT_MASTER_KEY",
     "ENV_CHROMA_TOKEN",
     "ENV_CONFIG",
+    "ENV_DATABASE_URL",
     "ENV_DATA_DIR",
     "ENV_REDIS_URL",
     "ENV_SIGNATURE_KEY",

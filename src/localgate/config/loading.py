@@ -23,6 +23,7 @@ ENV_UPSTREAM_KEY = "GEMINI_API_KEY"
 ENV_AUDIT_MASTER_KEY = "LOCALGATE_AUDIT_MASTER_KEY"
 ENV_SIGNATURE_KEY = "LOCALGATE_SIGNATURE_KEY"
 ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
+ENV_DATABASE_URL = "LOCALGATE_DATABASE_URL"
 ENV_CHROMA_TOKEN = "LOCALGATE_CHROMA_TOKEN"  # noqa: S105 - a variable's name, not a secret
 ENV_REDIS_URL = "LOCALGATE_REDIS_URL"
 
@@ -84,6 +85,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     if env.get(ENV_DATA_DIR):
         raw["data_dir"] = env[ENV_DATA_DIR]
+    if env.get(ENV_DATABASE_URL):
+        raw["database_url"] = env[ENV_DATABASE_URL]
     if env.get(ENV_AUDIT_DSN):
         audit = raw.get("audit")
         if audit is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -39,6 +40,10 @@ class Settings(Section):
     """The whole gateway configuration."""
 
     data_dir: Path = Path("data")
+    # PostgreSQL for every piece of shared state (keys, the audit trail, the fingerprints of
+    # the keys replicas share); None: SQLite files in data_dir. Not in repr: it may hold a
+    # password.
+    database_url: str | None = Field(None, repr=False)
     server: ServerSettings = ServerSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     logging: LoggingSettings = LoggingSettings()
@@ -66,6 +71,30 @@ class Settings(Section):
     upstream_keys: dict[str, tuple[Secret, ...]] = Field(default_factory=dict, exclude=True)
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shared_database(cls, raw: Any) -> Any:
+        """With ``database_url`` the audit trail lives in PostgreSQL too: on that database
+        unless ``audit.postgres_dsn`` names another one."""
+        if not isinstance(raw, dict) or not raw.get("database_url"):
+            return raw
+        audit = raw.get("audit")
+        if isinstance(audit, AuditSettings):
+            audit = audit.model_dump(exclude_unset=True)
+        if audit is None:
+            audit = {}
+        if not isinstance(audit, dict):
+            return raw  # the section's own validation says what is wrong
+        if audit.get("store", "postgres") != "postgres":
+            raise ValueError(
+                "audit.store: with database_url set the audit trail is shared in PostgreSQL; "
+                "remove audit.store (or database_url)"
+            )
+        audit = {**audit, "store": "postgres"}
+        if not audit.get("postgres_dsn"):
+            audit["postgres_dsn"] = raw["database_url"]
+        return {**raw, "audit": audit}
 
     @model_validator(mode="after")
     def _known_types(self) -> Settings:
@@ -247,6 +276,12 @@ class Settings(Section):
     def signature_key_path(self) -> Path:
         """The key that seals thought signatures (created on first start)."""
         return self.proxy.signature_key_file or self.data_dir / "signature-seal.key"
+
+    @property
+    def shared_state(self) -> bool:
+        """Whether state is shared through PostgreSQL (``database_url``): then no key
+        material is ever created at start, since every replica must hold the same."""
+        return self.database_url is not None
 
     @property
     def state_db_path(self) -> Path:

@@ -5,8 +5,9 @@ logs, audit records and ``keys revoke``); the secret is 256 random bits, stored 
 its SHA-256 digest — a slow password hash adds nothing for a secret of that entropy.
 Lookups compare digests in constant time.
 
-The gateway and the ``localgate keys`` CLI are separate processes sharing one SQLite
-file. The gateway caches verified keys and drops the cache whenever SQLite's
+The gateway's worker processes and the ``localgate keys`` CLI are separate processes
+sharing one SQLite file (``identity/postgres.py`` keeps keys in PostgreSQL instead, for
+replicas). The gateway caches verified keys and drops the cache whenever SQLite's
 ``data_version`` says another connection committed, so a revocation takes effect on
 the very next request without a database read per request. Asking ``data_version``
 costs a read transaction (shared-memory locks, several system calls), so it is only
@@ -38,6 +39,7 @@ __all__ = [
     "KeyStore",
     "Principal",
     "SqliteKeyStore",
+    "new_key",
 ]
 
 LOCALGATE_KEY_PREFIX = "lg_"
@@ -99,8 +101,10 @@ class SqliteKeyStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         # One connection, used from the event loop thread only; queries are point lookups.
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        # The timeout first: several worker processes open the file at once, and switching
+        # it to WAL or creating the table waits for the others' locks instead of failing.
         self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         self._cache: dict[str, tuple[bytes, Principal | None]] = {}
         self._commits = _CommitWatch(path)
@@ -121,13 +125,12 @@ class SqliteKeyStore:
                 "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit"
             )
-        key_id = secrets.token_hex(8)
-        secret = secrets.token_urlsafe(32)
+        issued, digest = new_key(tenant)
         self._db.execute(
             "INSERT INTO api_keys (key_id, tenant, label, digest, created_at) VALUES (?,?,?,?,?)",
-            (key_id, tenant, label, _digest(secret), _now()),
+            (issued.key_id, tenant, label, digest, _now()),
         )
-        return IssuedKey(tenant=tenant, key_id=key_id, key=Secret(f"lg_{key_id}_{secret}"))
+        return issued
 
     def list(self, tenant: str | None = None) -> list[ApiKeyRecord]:
         """All keys, optionally of one tenant, oldest first."""
@@ -246,6 +249,14 @@ class _CommitWatch:
         if self._map is not None:
             self._map.close()
             self._map = None
+
+
+def new_key(tenant: str) -> tuple[IssuedKey, bytes]:
+    """A new key for ``tenant`` and the digest to store (the secret itself never is)."""
+    key_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    issued = IssuedKey(tenant=tenant, key_id=key_id, key=Secret(f"lg_{key_id}_{secret}"))
+    return issued, _digest(secret)
 
 
 def _digest(secret: str) -> bytes:

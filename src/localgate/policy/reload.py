@@ -32,6 +32,7 @@ logger = logging.getLogger("localgate.config")
 # Settings read once at start: a reload names their changes and keeps the running values.
 RESTART_ONLY: tuple[str, ...] = (
     "data_dir",
+    "database_url",
     "server",
     "upstream",
     # Named upstreams (their sessions and key pools) are built at start; routes, aliases

@@ -23,7 +23,7 @@ from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import PolicyBlocked, RedactionSession, spaced
 from localgate.redaction.signatures import SignatureSeal, seal_answer
-from localgate.secret import load_or_create_key
+from localgate.secret import load_key, load_or_create_key
 
 __all__ = [
     "Detectors",
@@ -79,10 +79,10 @@ def _session(
 
 def signature_seal(settings: Settings) -> SignatureSeal:
     """The seal of thought signatures: $LOCALGATE_SIGNATURE_KEY, else the key file
-    (created on first start). Replicas behind one load balancer need the same key."""
-    return SignatureSeal(
-        load_or_create_key(os.environ.get(ENV_SIGNATURE_KEY), settings.signature_key_path)
-    )
+    (created on first start, except with ``database_url``: replicas behind one load
+    balancer need the same key, so it is given to them)."""
+    load = load_key if settings.shared_state else load_or_create_key
+    return SignatureSeal(load(os.environ.get(ENV_SIGNATURE_KEY), settings.signature_key_path))
 
 
 def build_detector(settings: Settings, redaction: RedactionSettings) -> Detector:

@@ -1,0 +1,234 @@
+"""Tenant keys in the shared state database (PostgreSQL), for replicas behind one name.
+
+A key created or revoked on one replica is honoured by every replica within one second.
+Verified keys are cached in memory; a thread per store polls one row, a counter that a
+trigger bumps in the same transaction as any change to ``api_keys`` (by a gateway, the CLI
+or by hand), every ``POLL_INTERVAL_S``, and the cache is dropped when it moved. Why polling
+and not LISTEN/NOTIFY: a notification sent while a replica's listening connection is down
+is lost for good, so NOTIFY would still need a poll to be safe; a poll alone bounds the delay
+whatever happened in between, at the cost of a few one-row reads a second.
+
+Fail closed: the cache is trusted only while polls succeed. If none has succeeded for
+``STALE_AFTER_S`` (database down, poller stuck), every request reads its key from the
+database, which answers (and sees a revocation) or fails the request with 503.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from typing import Any
+
+from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
+from localgate.exchange.principal import Principal
+from localgate.identity.keys import (
+    _DUMMY_DIGEST,
+    _KEY_FORMAT,
+    TENANT_FORMAT,
+    ApiKeyRecord,
+    IssuedKey,
+    _digest,
+    _now,
+    new_key,
+)
+from localgate.state.migrate import upgrade_schema
+from localgate.state.postgres import StateDatabaseUnavailable, connect, describe
+
+__all__ = ["POLL_INTERVAL_S", "STALE_AFTER_S", "PostgresKeyStore"]
+
+logger = logging.getLogger("localgate.identity")
+
+POLL_INTERVAL_S = 0.2
+# A revocation committed at t is seen by a poll that starts after t: at the latest
+# POLL_INTERVAL_S later, plus the poll's own round trip. Past this age of the last
+# successful poll the cache is not trusted: 0.2 + 0.6 < 1 s, the promise.
+STALE_AFTER_S = 0.6
+
+
+class PostgresKeyStore:
+    """Keys in PostgreSQL (``database_url``), shared by every replica."""
+
+    def __init__(self, dsn: str, *, poll: bool = True, migrate: bool = True) -> None:
+        self._dsn = dsn
+        # Used from the event loop's thread only (requests) or the CLI. Connected first: an
+        # unreachable database is reported as such, not as a failed migration.
+        self._db = connect(dsn)
+        if migrate:
+            try:
+                _upgrade(dsn)
+            except StateDatabaseUnavailable:
+                self._db.close()
+                raise
+        self._cache: dict[str, tuple[bytes, Principal | None]] = {}
+        self._lock = threading.Lock()
+        self._cached_generation = -1
+        self._seen_generation = -1
+        self._polled_at = float("-inf")  # monotonic start of the last successful poll
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        if poll:
+            self._poll_once(self._db)
+            self._poller = threading.Thread(
+                target=self._poll_forever, name="key-store-poller", daemon=True
+            )
+            self._poller.start()
+
+    def close(self) -> None:
+        """Stop polling and close the connection."""
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=10)
+        self._db.close()
+
+    # -- administration (CLI) -------------------------------------------------
+
+    def create(self, tenant: str, label: str = "") -> IssuedKey:
+        """Create a key for ``tenant``; the returned secret is not stored anywhere."""
+        if not TENANT_FORMAT.match(tenant):
+            raise ValueError(
+                "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
+            )
+        issued, digest = new_key(tenant)
+        self._run(
+            "INSERT INTO api_keys (key_id, tenant, label, digest, created_at) "
+            "VALUES (%s,%s,%s,%s,%s)",
+            (issued.key_id, tenant, label, digest, _now()),
+        )
+        return issued
+
+    def list(self, tenant: str | None = None) -> list[ApiKeyRecord]:
+        """All keys, optionally of one tenant, oldest first."""
+        query = "SELECT key_id, tenant, label, created_at, revoked_at FROM api_keys"
+        params: tuple[str, ...] = ()
+        if tenant is not None:
+            query += " WHERE tenant = %s"
+            params = (tenant,)
+        rows = self._run(query + " ORDER BY position", params).fetchall()
+        return [ApiKeyRecord(*row) for row in rows]
+
+    def revoke(self, key_id: str) -> bool:
+        """Revoke a key; False if no such key (revoking twice is not an error)."""
+        cursor = self._run(
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, %s) WHERE key_id = %s",
+            (_now(), key_id),
+        )
+        return int(cursor.rowcount) > 0
+
+    # -- request path ---------------------------------------------------------
+
+    def authenticate(self, presented: str | None) -> Principal:
+        """The principal for ``presented``, or raise."""
+        if not presented:
+            raise Unauthenticated(
+                "No API key: send your localgate key in the x-goog-api-key header, "
+                "the ?key= parameter or 'Authorization: Bearer'."
+            )
+        found = _KEY_FORMAT.match(presented)
+        if found is None:
+            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+        key_id = found["key_id"]
+        digest = _digest(found["secret"])
+        stored_digest, principal = self._lookup(key_id)
+        if not hmac.compare_digest(digest, stored_digest):
+            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+        if principal is None:
+            raise PermissionDenied(f"The API key {key_id} has been revoked.")
+        return principal
+
+    def check(self) -> None:
+        """Raise ``ServiceUnavailable`` if the database cannot be read."""
+        try:
+            self._run("SELECT 1 FROM api_keys LIMIT 1").fetchall()
+        except StateDatabaseUnavailable as exc:
+            raise ServiceUnavailable("The key store cannot be read.") from exc
+
+    def _lookup(self, key_id: str) -> tuple[bytes, Principal | None]:
+        with self._lock:
+            fresh = time.monotonic() - self._polled_at < STALE_AFTER_S
+            if self._seen_generation != self._cached_generation or not fresh:
+                self._cache.clear()
+                self._cached_generation = self._seen_generation
+        cached = self._cache.get(key_id) if fresh else None
+        if cached is not None:
+            return cached
+        try:
+            row = self._run(
+                "SELECT tenant, digest, revoked_at FROM api_keys WHERE key_id = %s", (key_id,)
+            ).fetchone()
+        except StateDatabaseUnavailable as exc:
+            raise ServiceUnavailable(
+                "The key store is unavailable; the request was not forwarded."
+            ) from exc
+        if row is None:
+            return _DUMMY_DIGEST, None
+        tenant, digest, revoked_at = row
+        entry = (bytes(digest), None if revoked_at else Principal(tenant=tenant, key_id=key_id))
+        if fresh:
+            self._cache[key_id] = entry
+        return entry
+
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """One statement on the store's connection, reconnecting once if it was lost."""
+        import psycopg
+
+        for attempt in (1, 2):
+            try:
+                return self._db.execute(sql, params)
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or not (self._db.broken or self._db.closed):
+                    raise StateDatabaseUnavailable(describe(exc)) from exc
+                self._db = connect(self._dsn)
+            except psycopg.Error as exc:
+                raise StateDatabaseUnavailable(describe(exc)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    # -- the poller thread ----------------------------------------------------
+
+    def _poll_forever(self) -> None:
+        db: Any = None
+        failing = False
+        while not self._stop.wait(POLL_INTERVAL_S):
+            try:
+                if db is None or db.closed:
+                    db = connect(self._dsn)
+                self._poll_once(db)
+            except Exception as exc:  # noqa: BLE001 - the poller lives on; the cache goes stale
+                if not failing:  # once per outage, not five times a second
+                    logger.warning(
+                        "key store: cannot read the change counter (%s); keys are read from "
+                        "the database on each request until it answers again",
+                        describe(exc),
+                    )
+                failing = True
+                if db is not None:
+                    db.close()
+                    db = None
+                continue
+            if failing:
+                logger.info("key store: the change counter answers again")
+                failing = False
+        if db is not None:
+            db.close()
+
+    def _poll_once(self, db: Any) -> None:
+        started = time.monotonic()
+        row = db.execute(
+            "SELECT generation FROM state_generations WHERE name = 'api_keys'"
+        ).fetchone()
+        with self._lock:
+            self._seen_generation = int(row[0]) if row else -1
+            self._polled_at = started
+
+
+def _upgrade(dsn: str) -> None:
+    try:
+        upgrade_schema(dsn)
+    except Exception as exc:
+        # SQLAlchemy wraps the driver's error: its first line says what failed.
+        cause: BaseException = exc.__cause__ or exc
+        raise StateDatabaseUnavailable(
+            f"database_url: cannot prepare the state database: {describe(cause)}"
+        ) from exc

@@ -1,0 +1,1 @@
+"""Each migration of the shared state schema, in order."""
