@@ -19,6 +19,7 @@ from localgate.app.drain import Drain
 from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
+from localgate.app.worker import WorkerSlot
 from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
@@ -27,6 +28,7 @@ from localgate.identity import SqliteKeyStore
 from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.observability.host import HostMetrics
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
@@ -47,13 +49,15 @@ def create_app(
     *,
     pid_file: Path | None = None,
     drain: Drain | None = None,
+    worker: WorkerSlot | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
     ``source`` is the configuration file the settings came from: a reload (SIGHUP,
     ``localgate reload``) reads it again. ``pid_file`` is written while the gateway runs
     and can be reloaded by SIGHUP, so that ``localgate reload`` finds it. ``drain`` says
-    when the server has started draining (``/readyz`` then answers 503).
+    when the server has started draining (``/readyz`` then answers 503). ``worker``: this
+    process is one of several serving the port (``/metrics`` then sums them all).
     """
     draining = drain or Drain()
 
@@ -136,6 +140,10 @@ def create_app(
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
         hangup = ReloadOnHangup(reloader, pid_file).install()
+        host_metrics = None
+        if worker is not None:
+            host_metrics = HostMetrics(metrics.registry, worker.metrics_dir, worker.index)
+            await host_metrics.start()
         try:
             yield {
                 "services": services,
@@ -145,8 +153,12 @@ def create_app(
                 "audit": trail.readiness if trail is not None else None,
                 "config": reloader,
                 "drain": draining,
+                "worker": worker,
+                "host_metrics": host_metrics,
             }
         finally:
+            if host_metrics is not None:
+                await host_metrics.close()
             hangup.close()
             await limiter.close()
             if vector is not None:

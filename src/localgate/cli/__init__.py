@@ -94,14 +94,26 @@ def main() -> None:
 @config_option
 @click.option("--host", default=None, help="Address to listen on (default: server.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
-def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--workers",
+    default=None,
+    metavar="N|auto",
+    help="Processes serving the port, one event loop each; auto: one per core "
+    "(default: server.workers, 1). docs/workers.md",
+)
+def serve(
+    config_path: Path | None, host: str | None, port: int | None, workers: str | None
+) -> None:
     """Run the gateway."""
 
     import uvicorn
 
     from localgate.app import create_app, server_options
+    from localgate.workers import serve_workers, shared_state_problems, worker_from_environment
 
     settings, source = load_or_exit(config_path)
+    worker = worker_from_environment()
+    count = 1 if worker is not None else _worker_count(workers, settings.server.workers)
     logging.basicConfig(
         level=settings.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -117,7 +129,7 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         bind_host,
         bind_port,
     )
-    if settings.proxy.enable_audit:
+    if settings.proxy.enable_audit and worker is None:  # a worker's supervisor checked
         from localgate.audit.trail import startup_problems
 
         # One line each, before the server starts: a replica given the wrong key (or none)
@@ -127,22 +139,52 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
             for problem in problems:
                 click.echo(f"localgate: cannot start: {problem}", err=True)
             sys.exit(1)
+    for problem in shared_state_problems(settings, count):
+        click.echo(f"localgate: cannot start: {problem}", err=True)
+        sys.exit(1)
+    if count > 1:
+        sys.exit(serve_workers(settings, bind_host, bind_port, count, settings.data_dir / PID_FILE))
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()
     config = uvicorn.Config(
-        # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
-        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain),
+        create_app(
+            settings,
+            source,
+            # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP);
+            # with several workers, the file names their supervisor, which passes it on.
+            pid_file=settings.data_dir / PID_FILE if worker is None else None,
+            drain=drain,
+            worker=worker.slot if worker is not None else None,
+        ),
         host=bind_host,
         port=bind_port,
         log_config=None,
         log_level=settings.logging.level,
         **server_options(settings),
     )
-    server = DrainingServer(config, drain, settings.server.drain_delay_s)
-    server.run()
+    delay_s = settings.server.drain_delay_s
+    if worker is None:
+        server = DrainingServer(config, drain, delay_s)
+        server.run()
+    else:
+        server = worker.server(config, drain, delay_s)
+        server.run(sockets=[worker.listener()])
     if not server.started:
         sys.exit(3)  # the port in use, the app's start-up failed: logged above
+
+
+def _worker_count(option: str | None, configured: int | str) -> int:
+    """``--workers`` (a number or auto), else ``server.workers``."""
+    from localgate.config import resolve_workers
+
+    if option is None:
+        return resolve_workers(configured)
+    if option != "auto" and not (option.isdigit() and int(option) >= 1):
+        raise click.BadParameter(
+            "a number of processes (1 or more) or auto", param_hint="--workers"
+        )
+    return resolve_workers(option)
 
 
 @main.command()

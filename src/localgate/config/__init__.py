@@ -11,6 +11,7 @@ nothing is half-applied. Environment variables override the file:
 - ``LOCALGATE_SIGNATURE_KEY`` the key that seals thought signatures (wins over
   ``proxy.signature_key_file``)
 - ``LOCALGATE_REDIS_URL``     ``limits.redis_url``
+- ``LOCALGATE_CHROMA_URL``    ``cache.chroma_url``
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from localgate.config.loading import (
     ENV_AUDIT_DSN,
     ENV_AUDIT_MASTER_KEY,
     ENV_CHROMA_TOKEN,
+    ENV_CHROMA_URL,
     ENV_CONFIG,
     ENV_DATA_DIR,
     ENV_REDIS_URL,
@@ -46,7 +48,13 @@ from localgate.config.retrieval import (
     TenantCacheSettings,
     TenantRagSettings,
 )
-from localgate.config.server import LoggingSettings, Sampler, ServerSettings, TelemetrySettings
+from localgate.config.server import (
+    LoggingSettings,
+    Sampler,
+    ServerSettings,
+    TelemetrySettings,
+    resolve_workers,
+)
 from localgate.config.settings import Settings
 from localgate.config.tenants import TenantSettings
 from localgate.config.upstreams import (
@@ -65,6 +73,7 @@ __all__ = [
     "ENV_AUDIT_DSN",
     "ENV_AUDIT_MASTER_KEY",
     "ENV_CHROMA_TOKEN",
+    "ENV_CHROMA_URL",
     "ENV_CONFIG",
     "ENV_DATA_DIR",
     "ENV_REDIS_URL",
@@ -101,4 +110,5 @@ __all__ = [
     "TenantSettings",
     "UpstreamSettings",
     "load_settings",
+    "resolve_workers",
 ]

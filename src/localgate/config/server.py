@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from localgate.config.base import Section
 
-__all__ = ["LoggingSettings", "Sampler", "ServerSettings", "TelemetrySettings"]
+__all__ = [
+    "LoggingSettings",
+    "Sampler",
+    "ServerSettings",
+    "TelemetrySettings",
+    "resolve_workers",
+]
 
 
 class ServerSettings(Section):
@@ -38,10 +45,18 @@ class ServerSettings(Section):
     # have up to drain_timeout_s to finish before the gateway exits.
     drain_delay_s: float = Field(0.0, ge=0)
     drain_timeout_s: float = Field(30.0, gt=0)
+    # Processes serving the port, each with its own event loop (docs/workers.md); auto:
+    # one per core this process may run on. `localgate serve --workers` overrides it.
+    workers: Annotated[int, Field(ge=1, le=512)] | Literal["auto"] = 1
     # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
     # are believed (the client address in access log and audit comes from them).
     # Empty: no one's; such headers are ignored and the peer address is recorded.
     trusted_proxies: list[str] = Field(default_factory=list)
+
+    @property
+    def worker_count(self) -> int:
+        """How many worker processes ``workers`` means on this host."""
+        return resolve_workers(self.workers)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -54,6 +69,17 @@ class ServerSettings(Section):
             except ValueError as exc:
                 raise ValueError(f"{entry!r} is not an IP address, a network or '*'") from exc
         return value
+
+
+def resolve_workers(workers: int | str) -> int:
+    """``workers`` as a number: ``auto`` is the cores this process may run on (its CPU
+    affinity, which taskset and container cpusets narrow), not every core of the host."""
+    if workers != "auto":
+        return int(workers)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class LoggingSettings(Section):
