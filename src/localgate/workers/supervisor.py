@@ -128,6 +128,7 @@ class _Slot:
     ready: bool = False
     start_at: float | None = None  # when a dead worker is due to start again
     ever_ready: bool = False
+    reload_pending: bool = False  # a SIGHUP came while it was starting
 
 
 def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -229,7 +230,7 @@ class Supervisor:
             if sig == signal.SIGHUP:
                 if self._stopping_since is None:
                     logger.info("SIGHUP: every worker reloads its configuration")
-                    self._signal_all(signal.SIGHUP)
+                    self._reload_all()
                 continue
             if self._stopping_since is None:
                 self._stop(
@@ -247,6 +248,18 @@ class Supervisor:
             slot.start_at = None
         logger.info(reason)
 
+    def _reload_all(self) -> None:
+        for slot in self._slots:
+            if slot.process is None:
+                continue  # dead: it reads the file when it starts again
+            if not slot.ready:
+                # Still starting: it may have read the file before the change, and it
+                # cannot take the signal before its handler is installed.
+                slot.reload_pending = True
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                slot.process.send_signal(signal.SIGHUP)
+
     def _signal_all(self, sig: int) -> None:
         for slot in self._slots:
             if slot.process is not None and slot.process.poll() is None:
@@ -262,7 +275,7 @@ class Supervisor:
             ready_fd=self._ready_write,
             metrics_dir=str(self._metrics_dir),
         )
-        slot.ready = False
+        slot.ready = slot.reload_pending = False
         slot.start_at = None
         # The command is this gateway's own, run again as a worker.
         slot.process = subprocess.Popen(  # noqa: S603
@@ -286,6 +299,10 @@ class Supervisor:
                 slot = self._slots[index]
                 if slot.process is not None and slot.process.pid == pid:
                     slot.ready = slot.ever_ready = True
+                    if slot.reload_pending and self._stopping_since is None:
+                        slot.reload_pending = False
+                        with contextlib.suppress(ProcessLookupError):
+                            slot.process.send_signal(signal.SIGHUP)
         if not self._announced and all(slot.ready for slot in self._slots):
             self._announced = True
             logger.info("%d workers ready", len(self._slots))
@@ -367,8 +384,11 @@ def _describe(code: int) -> str:
 
 
 def _die_with_parent() -> None:
-    """In the worker, between fork and exec: SIGTERM (a drain) if the parent dies, so no
-    worker is left serving a port nobody supervises. Linux only; elsewhere nothing."""
+    """In the worker, between fork and exec: SIGHUP ignored until the gateway handles it (a
+    reload must not end a worker still starting; an ignored signal stays ignored across
+    exec); SIGTERM (a drain) if the parent dies, so no worker is left serving a port
+    nobody supervises (Linux only)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if sys.platform != "linux":
         return
     libc = ctypes.CDLL(None, use_errno=True)
