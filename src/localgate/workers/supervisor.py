@@ -161,6 +161,7 @@ class Supervisor:
         metrics_dir: Path,
         drain_delay_s: float,
         drain_timeout_s: float,
+        max_restarts: int = MAX_RESTARTS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._command = list(command)
@@ -170,7 +171,7 @@ class Supervisor:
         self._drain_delay_s = drain_delay_s
         self._drain_timeout_s = drain_timeout_s
         self._clock = clock
-        self._slots = [_Slot(index, RestartPolicy()) for index in range(count)]
+        self._slots = [_Slot(index, RestartPolicy(max_restarts)) for index in range(count)]
         self._signals: list[int] = []
         self._stopping_since: float | None = None
         self._exit_code = 0
@@ -242,11 +243,11 @@ class Supervisor:
             # stops their listening at once, a second Ctrl-C gives up on what is in flight.
             self._signal_all(sig)
 
-    def _stop(self, reason: str) -> None:
+    def _stop(self, reason: str, level: int = logging.INFO) -> None:
         self._stopping_since = self._clock()
         for slot in self._slots:
             slot.start_at = None
-        logger.info(reason)
+        logger.log(level, reason)
 
     def _reload_all(self) -> None:
         for slot in self._slots:
@@ -317,13 +318,13 @@ class Supervisor:
             slot.process = None
             if self._stopping_since is not None:
                 logger.info("worker %d: exited (%s)", slot.index, _describe(code))
-                if code != 0:
+                if code != 0 and self._exit_code == 0:
                     self._exit_code = 1
                 continue
             if not self._announced and code == START_FAILED and not slot.ever_ready:
                 # The gateway cannot start (its log says why): stop, as one process would.
                 self._exit_code = START_FAILED
-                self._stop(f"worker {slot.index} could not start; stopping")
+                self._stop(f"worker {slot.index} could not start; stopping", logging.ERROR)
                 self._signal_all(signal.SIGTERM)
                 continue
             wait = slot.restarts.after_death(now)
@@ -332,7 +333,8 @@ class Supervisor:
                 self._stop(
                     f"worker {slot.index} died {slot.restarts.max_restarts + 1} times within "
                     f"{slot.restarts.window_s:g} s ({_describe(code)}); stopping the gateway "
-                    "instead of restarting it again"
+                    "instead of restarting it again",
+                    logging.ERROR,
                 )
                 self._signal_all(signal.SIGTERM)
                 continue
