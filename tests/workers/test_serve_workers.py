@@ -258,3 +258,64 @@ def test_sighup_reloads_every_worker(workers: Workers) -> None:
         raise AssertionError(
             f"configuration versions by worker: {versions}\n{workers.log.read_text()}"
         ) from None
+
+
+def _client_per_worker(base: str, key: str) -> dict[int, httpx.Client]:
+    """A kept-alive connection to each worker (a connection stays with the worker that
+    accepted it; /healthz on it says which one that is)."""
+    clients: dict[int, httpx.Client] = {}
+    spare: list[httpx.Client] = []
+
+    def one_of_each() -> bool:
+        client = httpx.Client(
+            base_url=base, headers={"x-goog-api-key": key}, timeout=INFRASTRUCTURE_TIMEOUT_S
+        )
+        index = client.get("/healthz").json()["worker"]
+        if index in clients:
+            spare.append(client)
+        else:
+            clients[index] = client
+        return len(clients) == 2
+
+    wait_until(one_of_each)
+    for client in spare:
+        client.close()
+    return clients
+
+
+def test_workers_share_one_vector_store_process_and_each_others_cache_entries(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    env = _environment(tmp_path, upstream)
+    issued = CliRunner().invoke(main, ["keys", "create", "--tenant", "acme", "--json"], env=env)
+    key = json.loads(issued.output)["key"]
+    config = tmp_path / "localgate.yaml"
+    config.write_text(f"cache:\n  enabled: true\n  timeout_s: {INFRASTRUCTURE_TIMEOUT_S:g}\n")
+    port = free_port()
+    log = tmp_path / "gateway.log"
+    process = start(env, port, log, "--config", str(config), "--workers", "2")
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "Which worker answers 13812345678?"}]}],
+        "generationConfig": {"temperature": 0},
+    }
+    try:
+        clients = _client_per_worker(f"http://127.0.0.1:{port}", key)
+        first = clients[0].post(GENERATE, json=body)
+        assert first.status_code == 200
+        assert first.headers["x-localgate-cache"] == "miss"
+
+        # Stored by worker 0, found by worker 1: one store behind both.
+        def hit_on_the_other_worker() -> bool:
+            answer = clients[1].post(GENERATE, json=body)
+            return answer.headers["x-localgate-cache"] == "hit; layer=exact"
+
+        wait_until(hit_on_the_other_worker)
+        for client in clients.values():
+            assert client.get("/readyz").json()["checks"]["vector_store"] == "ok"
+            client.close()
+        assert "served to the workers at http://127.0.0.1:" in log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=INFRASTRUCTURE_TIMEOUT_S) == 0
+    # The store process went with the gateway: the embedded store opens again.
+    assert "chroma.sqlite3" in {path.name for path in (tmp_path / "data" / "chroma").iterdir()}
