@@ -319,3 +319,19 @@ def test_workers_share_one_vector_store_process_and_each_others_cache_entries(
         assert process.wait(timeout=INFRASTRUCTURE_TIMEOUT_S) == 0
     # The store process went with the gateway: the embedded store opens again.
     assert "chroma.sqlite3" in {path.name for path in (tmp_path / "data" / "chroma").iterdir()}
+
+
+def test_a_key_revoked_is_refused_by_every_worker_from_its_next_request(
+    workers: Workers,
+) -> None:
+    clients = _client_per_worker(workers.base, workers.key)
+    for client in clients.values():
+        assert client.post(GENERATE, json=BODY).status_code == 200
+    listed = CliRunner().invoke(main, ["keys", "list", "--json"], env=workers.env)
+    key_id = json.loads(listed.output.splitlines()[0])["key_id"]
+    revoked = CliRunner().invoke(main, ["keys", "revoke", key_id], env=workers.env)
+    assert revoked.exit_code == 0, revoked.output
+    for client in clients.values():
+        refused = client.post(GENERATE, json=BODY)
+        assert refused.status_code in (401, 403), refused.text
+        client.close()
