@@ -29,7 +29,7 @@ def _worker(directory: Path, index: int) -> tuple[GatewayMetrics, HostMetrics]:
 def test_the_scraped_worker_reports_every_workers_requests(tmp_path: Path) -> None:
     async def scenario() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         workers = [_worker(tmp_path, index) for index in range(3)]
-        for metrics, host in workers:
+        for _, host in workers:
             await host.start()
         for count, (metrics, _) in enumerate(workers, start=1):
             for _ in range(count):
