@@ -226,6 +226,10 @@ def test_audit_trail_verifies_after_concurrent_traffic_through_both_workers(
     verified = CliRunner().invoke(main, ["audit", "verify"], env=workers.env)
     assert verified.exit_code == 0, verified.output
     assert "acme: OK (80 records" in verified.output, verified.output
+    # Both workers appended to the one access log: whole lines, one per request.
+    access_log = Path(workers.env["LOCALGATE_DATA_DIR"]) / "logs" / "access.log"
+    lines = [json.loads(line) for line in access_log.read_text().splitlines()]
+    assert sum(1 for line in lines if line.get("status") == 200) == 40
 
 
 def test_sighup_reloads_every_worker(workers: Workers) -> None:

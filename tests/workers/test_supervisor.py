@@ -119,3 +119,19 @@ def test_workers_option_rejects_what_is_not_a_count(tmp_path: Path) -> None:
     refused = CliRunner().invoke(main, ["serve", "--workers", "0"], env=env)
     assert refused.exit_code == 2
     assert "--workers" in refused.output
+
+
+def test_a_port_in_use_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"LOCALGATE_DATA_DIR": str(tmp_path / "data"), "GEMINI_API_KEY": "k"}
+        refused = CliRunner().invoke(
+            main, ["serve", "--workers", "2", "--port", str(port)], env=env
+        )
+    assert refused.exit_code == 3
+    assert refused.output.strip().splitlines()[-1] == (
+        f"localgate: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert "Traceback" not in refused.output
