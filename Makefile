@@ -47,6 +47,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	$(BIN)/python -m bench.workers --out docs/benchmarks-workers.md
+	$(BIN)/python -m bench.workers --config bench/configs/core.yaml --out docs/benchmarks-workers-core.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
