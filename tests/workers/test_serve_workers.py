@@ -334,3 +334,23 @@ def test_a_key_revoked_is_refused_by_every_worker_from_its_next_request(
         refused = client.post(GENERATE, json=BODY)
         assert refused.status_code in (401, 403), refused.text
         client.close()
+
+
+def test_a_dead_worker_waits_for_a_valid_configuration_file_instead_of_dying_again(
+    workers: Workers,
+) -> None:
+    good = workers.config.read_text()
+    before = workers.worker_pids()
+    workers.config.write_text(good + "upstream:\n  timeout_s: -1\n")  # edited, not yet fixed
+    os.kill(before[0], signal.SIGKILL)
+
+    held = "worker 0: not started again while the configuration file is invalid"
+    wait_until(lambda: held in workers.log.read_text())
+    assert "upstream.timeout_s" in workers.log.read_text()
+    for _ in range(10):  # the other worker carries on with its configuration
+        assert workers.generate().status_code == 200
+    assert workers.process.poll() is None
+
+    workers.config.write_text(good)
+    wait_until(lambda: workers.worker_pids()[0] != before[0])
+    assert "stopping the gateway" not in workers.log.read_text()

@@ -143,7 +143,8 @@ def serve(
         click.echo(f"localgate: cannot start: {problem}", err=True)
         sys.exit(1)
     if count > 1:
-        sys.exit(serve_workers(settings, bind_host, bind_port, count, settings.data_dir / PID_FILE))
+        pid_file = settings.data_dir / PID_FILE
+        sys.exit(serve_workers(settings, source, bind_host, bind_port, count, pid_file))
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()

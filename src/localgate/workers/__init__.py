@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from localgate.config import ENV_CHROMA_URL, ENV_SIGNATURE_KEY, Settings
+from localgate.config import ENV_CHROMA_URL, ENV_SIGNATURE_KEY, Settings, load_settings
+from localgate.errors import ConfigError
 from localgate.workers.supervisor import Supervisor, bind
 from localgate.workers.worker import Worker, worker_from_environment
 
@@ -38,8 +39,16 @@ def shared_state_problems(settings: Settings, workers: int) -> list[str]:
     return []
 
 
-def serve_workers(settings: Settings, host: str, port: int, count: int, pid_file: Path) -> int:
-    """Run the gateway as ``count`` workers on ``host:port``; the exit code."""
+def serve_workers(
+    settings: Settings,
+    source: Path | None,
+    host: str,
+    port: int,
+    count: int,
+    pid_file: Path,
+) -> int:
+    """Run the gateway as ``count`` workers on ``host:port``, configured from ``source``
+    (None: the defaults); the exit code."""
     # Files every worker would otherwise race to create on a first start.
     _prepare_shared_files(settings)
     try:
@@ -71,6 +80,7 @@ def serve_workers(settings: Settings, host: str, port: int, count: int, pid_file
             metrics_dir=metrics_dir,
             drain_delay_s=settings.server.drain_delay_s,
             drain_timeout_s=settings.server.drain_timeout_s,
+            config_problem=lambda: _config_problem(source),
         )
         pid_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.write_text(f"{os.getpid()}\n", encoding="ascii")
@@ -86,6 +96,15 @@ def serve_workers(settings: Settings, host: str, port: int, count: int, pid_file
         if store is not None:
             store.stop()
         shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _config_problem(source: Path | None) -> str | None:
+    """The first problem of the configuration file as it is now (None: valid)."""
+    try:
+        load_settings(source)
+    except ConfigError as exc:
+        return exc.problems[0] if exc.problems else "invalid"
+    return None
 
 
 def _limits_configured(settings: Settings) -> bool:

@@ -64,6 +64,8 @@ RESTART_WINDOW_S = 60.0
 SHUTDOWN_GRACE_S = 30.0
 # A worker that exits with this code could not start (serve's own code for it).
 START_FAILED = 3
+# How often a worker held back by an invalid configuration file looks at it again.
+CONFIG_RETRY_S = 2.0
 _TICK_S = 0.5
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -129,6 +131,7 @@ class _Slot:
     start_at: float | None = None  # when a dead worker is due to start again
     ever_ready: bool = False
     reload_pending: bool = False  # a SIGHUP came while it was starting
+    held: bool = False  # not started again: the configuration file is invalid now
 
 
 def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -162,6 +165,7 @@ class Supervisor:
         drain_delay_s: float,
         drain_timeout_s: float,
         max_restarts: int = MAX_RESTARTS,
+        config_problem: Callable[[], str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._command = list(command)
@@ -171,6 +175,9 @@ class Supervisor:
         self._drain_delay_s = drain_delay_s
         self._drain_timeout_s = drain_timeout_s
         self._clock = clock
+        # Asked before a dead worker starts again: it reads the configuration file as it is
+        # now, and an invalid one would only make it die again.
+        self._config_problem = config_problem
         self._slots = [_Slot(index, RestartPolicy(max_restarts)) for index in range(count)]
         self._signals: list[int] = []
         self._stopping_since: float | None = None
@@ -351,7 +358,7 @@ class Supervisor:
         if self._stopping_since is None:
             for slot in self._slots:
                 if slot.start_at is not None and now >= slot.start_at:
-                    self._start(slot)
+                    self._restart(slot, now)
             return
         elapsed = now - self._stopping_since
         if elapsed >= self._drain_delay_s:
@@ -362,6 +369,23 @@ class Supervisor:
             logger.error("workers still running long after the drain; killing them")
             self._exit_code = 1
             self._kill_all()
+
+    def _restart(self, slot: _Slot, now: float) -> None:
+        problem = self._config_problem() if self._config_problem is not None else None
+        if problem is not None:
+            if not slot.held:
+                logger.error(
+                    "worker %d: not started again while the configuration file is invalid "
+                    "(%s); the other workers keep their last good configuration. Fix the "
+                    "file; the worker starts once it is valid",
+                    slot.index,
+                    problem,
+                )
+            slot.held = True
+            slot.start_at = now + CONFIG_RETRY_S
+            return
+        slot.held = False
+        self._start(slot)
 
     def _close_listener(self) -> None:
         if self._listener is not None:
