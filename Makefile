@@ -48,6 +48,8 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	# The limits' cost: needs a Redis server (LOCALGATE_REDIS_URL, default the local one, db 13).
 	$(BIN)/python -m bench.limits --redis $${LOCALGATE_REDIS_URL:-redis://127.0.0.1:6379/13} --out docs/benchmarks-limits.md
+	$(BIN)/python -m bench.workers --out docs/benchmarks-workers.md
+	$(BIN)/python -m bench.workers --config bench/configs/core.yaml --out docs/benchmarks-workers-core.md
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 	# The OpenAI door's CPU per request over the native door's (goal: at most +15%).
 	$(BIN)/python -m bench.openai_door

@@ -19,6 +19,7 @@ from localgate.app.drain import Drain
 from localgate.app.hangup import ReloadOnHangup
 from localgate.app.operations import OPERATIONS, healthz, metrics, openapi, readyz
 from localgate.app.vector import VectorLayer, needs_vector_layer
+from localgate.app.worker import WorkerSlot
 from localgate.audit.trail import AuditTrail
 from localgate.config import DEFAULT_UPSTREAM, NamedUpstreamSettings, Settings
 from localgate.frontdoor.endpoint import GatewayServices, GeminiEndpoint
@@ -31,6 +32,7 @@ from localgate.identity.stage import IdentityStage
 from localgate.limits import TenantLimiter
 from localgate.limits.estimate import estimate_tokens
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.observability.host import HostMetrics
 from localgate.openai.routes import is_openai_path
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
@@ -61,6 +63,7 @@ def create_app(
     pid_file: Path | None = None,
     drain: Drain | None = None,
     tls: ServerTls | None = None,
+    worker: WorkerSlot | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
@@ -69,7 +72,8 @@ def create_app(
     and can be reloaded by SIGHUP, so that ``localgate reload`` finds it. ``drain`` says
     when the server has started draining (``/readyz`` then answers 503). ``tls`` is the
     server's certificate when it serves HTTPS: its metrics are exported, and a reload
-    (SIGHUP) also looks at its files.
+    (SIGHUP) also looks at its files. ``worker``: this process is one of several serving
+    the port (``/metrics`` then sums them all).
     """
     draining = drain or Drain()
 
@@ -169,6 +173,10 @@ def create_app(
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
         hangup = ReloadOnHangup(reloader, pid_file, also=tls.check if tls else None).install()
+        host_metrics = None
+        if worker is not None:
+            host_metrics = HostMetrics(metrics.registry, worker.metrics_dir, worker.index)
+            await host_metrics.start()
         try:
             yield {
                 "services": services,
@@ -179,8 +187,12 @@ def create_app(
                 "config": reloader,
                 "drain": draining,
                 "tls": tls,
+                "worker": worker,
+                "host_metrics": host_metrics,
             }
         finally:
+            if host_metrics is not None:
+                await host_metrics.close()
             hangup.close()
             await quality.close()
             await limiter.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from starlette.requests import Request
@@ -9,12 +10,14 @@ from starlette.responses import JSONResponse, Response
 
 from localgate.app.drain import Drain
 from localgate.app.vector import VectorLayer
+from localgate.app.worker import WorkerSlot
 from localgate.audit.readiness import AuditReadiness
 from localgate.errors import LocalgateError
 from localgate.frontdoor.endpoint import GatewayServices
 from localgate.frontdoor.tls import ServerTls
 from localgate.gemini.openapi import openapi_document
 from localgate.identity import KeyStore
+from localgate.observability.host import HostMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.policy import ConfigReloader
 from localgate.upstream import Router
@@ -27,8 +30,11 @@ OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 
 
 async def healthz(request: Request) -> Response:
-    """The process is alive."""
-    return JSONResponse({"status": "ok"})
+    """The process is alive; with several workers, which one answered."""
+    worker: WorkerSlot | None = request.state.worker
+    if worker is None:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "ok", "worker": worker.index, "pid": os.getpid()})
 
 
 async def readyz(request: Request) -> Response:
@@ -77,9 +83,11 @@ async def readyz(request: Request) -> Response:
         problem = await vector.store.check()
         checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
     services: GatewayServices = request.state.services
+    worker: WorkerSlot | None = request.state.worker
     return JSONResponse(
         {
             "status": "ready" if ready else ("draining" if drain.draining else "not ready"),
+            **({"worker": worker.index} if worker is not None else {}),
             "checks": checks,
             "config": _config_detail(reloader),
             # Shown, not a reason to be taken out of a load balancer: requests fall back
@@ -131,6 +139,9 @@ async def openapi(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text exposition."""
+    """Prometheus text exposition; with several workers, the sum over all of them."""
+    host: HostMetrics | None = request.state.host_metrics
+    if host is not None:
+        return Response(await host.render(), media_type=CONTENT_TYPE_LATEST)
     services: GatewayServices = request.state.services
     return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -110,15 +110,31 @@ def main() -> None:
 @click.option("--host", default=None, help="Address to listen on (default: server.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
 @click.option("--debug", is_flag=True, help="Debug logging; tracebacks for start-up errors.")
-def serve(config_path: Path | None, host: str | None, port: int | None, debug: bool) -> None:
+@click.option(
+    "--workers",
+    default=None,
+    metavar="N|auto",
+    help="Processes serving the port, one event loop each; auto: one per core "
+    "(default: server.workers, 1). docs/workers.md",
+)
+def serve(
+    config_path: Path | None,
+    host: str | None,
+    port: int | None,
+    debug: bool,
+    workers: str | None,
+) -> None:
     """Run the gateway."""
 
     import uvicorn
 
     from localgate.app import create_app, server_options
     from localgate.frontdoor.tls import tls_server_options
+    from localgate.workers import serve_workers, shared_state_problems, worker_from_environment
 
     settings, source = load_or_exit(config_path)
+    worker = worker_from_environment()
+    count = 1 if worker is not None else _worker_count(workers, settings.server.workers)
     logging.basicConfig(
         level="DEBUG" if debug else settings.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -136,20 +152,36 @@ def serve(config_path: Path | None, host: str | None, port: int | None, debug: b
         bind_host,
         bind_port,
     )
-    from localgate.cli.startup import startup_problems
+    if worker is None:  # a worker's supervisor checked, and holds the port
+        from localgate.cli.startup import startup_problems
 
-    # One line each, before the server starts (database, keys, port): docs/shared-state.md.
-    problems = startup_problems(settings, bind_host, bind_port, debug=debug)
-    if problems:
-        for problem in problems:
-            click.echo(f"localgate: cannot start: {problem}", err=True)
+        # One line each, before the server starts (database, keys, port):
+        # docs/shared-state.md.
+        problems = startup_problems(settings, bind_host, bind_port, debug=debug)
+        if problems:
+            for problem in problems:
+                click.echo(f"localgate: cannot start: {problem}", err=True)
+            sys.exit(1)
+    for problem in shared_state_problems(settings, count):
+        click.echo(f"localgate: cannot start: {problem}", err=True)
         sys.exit(1)
+    if count > 1:
+        pid_file = settings.data_dir / PID_FILE
+        sys.exit(serve_workers(settings, source, bind_host, bind_port, count, pid_file))
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()
     config = uvicorn.Config(
-        # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
-        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain, tls=tls),
+        create_app(
+            settings,
+            source,
+            # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP);
+            # with several workers, the file names their supervisor, which passes it on.
+            pid_file=settings.data_dir / PID_FILE if worker is None else None,
+            drain=drain,
+            tls=tls,
+            worker=worker.slot if worker is not None else None,
+        ),
         host=bind_host,
         port=bind_port,
         log_config=None,
@@ -157,8 +189,13 @@ def serve(config_path: Path | None, host: str | None, port: int | None, debug: b
         **server_options(settings),
         **tls_server_options(tls),
     )
-    server = DrainingServer(config, drain, settings.server.drain_delay_s)
-    server.run()
+    delay_s = settings.server.drain_delay_s
+    if worker is None:
+        server = DrainingServer(config, drain, delay_s)
+        server.run()
+    else:
+        server = worker.server(config, drain, delay_s)
+        server.run(sockets=[worker.listener()])
     if not server.started:
         sys.exit(3)  # the port in use, the app's start-up failed: logged above
 
@@ -183,6 +220,19 @@ def _server_tls_or_exit(settings: Settings) -> ServerTls | None:
             click.echo(f"localgate: cannot start: {problem}", err=True)
         sys.exit(1)
     return tls
+
+
+def _worker_count(option: str | None, configured: int | str) -> int:
+    """``--workers`` (a number or auto), else ``server.workers``."""
+    from localgate.config import resolve_workers
+
+    if option is None:
+        return resolve_workers(configured)
+    if option != "auto" and not (option.isdigit() and int(option) >= 1):
+        raise click.BadParameter(
+            "a number of processes (1 or more) or auto", param_hint="--workers"
+        )
+    return resolve_workers(option)
 
 
 @main.command()

@@ -12,6 +12,7 @@ nothing is half-applied. Environment variables override the file:
   ``proxy.signature_key_file``)
 - ``LOCALGATE_REDIS_URL``     ``limits.redis_url``
 - ``LOCALGATE_DATABASE_URL``  ``database_url`` (shared state in PostgreSQL)
+- ``LOCALGATE_CHROMA_URL``    ``cache.chroma_url``
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from localgate.config.loading import (
     ENV_AUDIT_DSN,
     ENV_AUDIT_MASTER_KEY,
     ENV_CHROMA_TOKEN,
+    ENV_CHROMA_URL,
     ENV_CONFIG,
     ENV_DATA_DIR,
     ENV_DATABASE_URL,
@@ -56,6 +58,7 @@ from localgate.config.server import (
     Sampler,
     ServerSettings,
     TelemetrySettings,
+    resolve_workers,
 )
 from localgate.config.settings import Settings
 from localgate.config.tenants import CERTIFICATE_MATCH, Authentication, TenantSettings
@@ -77,6 +80,7 @@ __all__ = [
     "ENV_AUDIT_DSN",
     "ENV_AUDIT_MASTER_KEY",
     "ENV_CHROMA_TOKEN",
+    "ENV_CHROMA_URL",
     "ENV_CONFIG",
     "ENV_DATABASE_URL",
     "ENV_DATA_DIR",
@@ -121,4 +125,5 @@ __all__ = [
     "TenantSettings",
     "UpstreamSettings",
     "load_settings",
+    "resolve_workers",
 ]

@@ -26,6 +26,8 @@ ENV_AUDIT_DSN = "LOCALGATE_AUDIT_POSTGRES_DSN"
 ENV_DATABASE_URL = "LOCALGATE_DATABASE_URL"
 ENV_CHROMA_TOKEN = "LOCALGATE_CHROMA_TOKEN"  # noqa: S105 - a variable's name, not a secret
 ENV_REDIS_URL = "LOCALGATE_REDIS_URL"
+# `localgate serve --workers N` hands its workers the store process it started this way.
+ENV_CHROMA_URL = "LOCALGATE_CHROMA_URL"
 
 
 def load_settings(
@@ -99,6 +101,12 @@ def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
             limits = raw["limits"] = {}
         if isinstance(limits, dict):
             limits["redis_url"] = env[ENV_REDIS_URL]
+    if env.get(ENV_CHROMA_URL):
+        cache = raw.get("cache")
+        if cache is None:
+            cache = raw["cache"] = {}
+        if isinstance(cache, dict):
+            cache["chroma_url"] = env[ENV_CHROMA_URL]
     if env.get(ENV_UPSTREAM_URL):
         upstream = raw.get("upstream")
         if upstream is None:

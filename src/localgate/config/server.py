@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,6 +17,7 @@ __all__ = [
     "Sampler",
     "ServerSettings",
     "TelemetrySettings",
+    "resolve_workers",
 ]
 
 # With server.client_ca_file: "optional" asks every client for a certificate and verifies
@@ -49,6 +51,9 @@ class ServerSettings(Section):
     # have up to drain_timeout_s to finish before the gateway exits.
     drain_delay_s: float = Field(0.0, ge=0)
     drain_timeout_s: float = Field(30.0, gt=0)
+    # Processes serving the port, each with its own event loop (docs/workers.md); auto:
+    # one per core this process may run on. `localgate serve --workers` overrides it.
+    workers: Annotated[int, Field(ge=1, le=512)] | Literal["auto"] = 1
     # Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto headers
     # are believed (the client address in access log and audit comes from them).
     # Empty: no one's; such headers are ignored and the peer address is recorded.
@@ -75,6 +80,11 @@ class ServerSettings(Section):
                     raise ValueError(f"{name}: needs server.tls_cert_file (HTTPS) as well")
         return self
 
+    @property
+    def worker_count(self) -> int:
+        """How many worker processes ``workers`` means on this host."""
+        return resolve_workers(self.workers)
+
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
@@ -86,6 +96,17 @@ class ServerSettings(Section):
             except ValueError as exc:
                 raise ValueError(f"{entry!r} is not an IP address, a network or '*'") from exc
         return value
+
+
+def resolve_workers(workers: int | str) -> int:
+    """``workers`` as a number: ``auto`` is the cores this process may run on (its CPU
+    affinity, which taskset and container cpusets narrow), not every core of the host."""
+    if workers != "auto":
+        return int(workers)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class LoggingSettings(Section):
