@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -68,22 +69,24 @@ class Pipeline:
         self.audit = audit
         self.dispatcher = dispatcher
         self.completion = Completion(audit, access_log, metrics)
+        self._metrics = metrics
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
         finish = self.completion.finish
+        timed = self._metrics.stage
         try:
             route = ctx.route
             if route is None:  # the front door only calls with a matched route
                 raise LocalgateError("The request has no route.")
-            with telemetry.stage(ctx, "identity"):
+            with telemetry.stage(ctx, "identity"), timed("identity"):
                 self.identity.authenticate(ctx, inbound.credential)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
-            with telemetry.stage(ctx, "limits"):
+            with telemetry.stage(ctx, "limits"), timed("limits"):
                 ctx.permit = await self.limits.admit(ctx)
             try:
-                with telemetry.stage(ctx, "redaction"):
+                with telemetry.stage(ctx, "redaction"), timed("redaction"):
                     if size > _REDACT_IN_THREAD_BYTES:
                         # Seconds of CPU for a large prompt: off the event loop, so every
                         # other request (and /healthz) keeps being served meanwhile.
@@ -98,7 +101,7 @@ class Pipeline:
                 )
                 raise
             try:
-                with telemetry.stage(ctx, "retrieval"):
+                with telemetry.stage(ctx, "retrieval"), timed("retrieval"):
                     await self.retrieval.augment(ctx, self.redaction)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
@@ -116,11 +119,11 @@ class Pipeline:
                 )
                 raise
             ctx.route = route = plan.route
-            with telemetry.stage(ctx, "cache"):
+            with telemetry.stage(ctx, "cache"), timed("cache"):
                 cached = await self.cache.lookup(ctx)
             if cached is not None:
                 # Every request is on record, also those the cache answers.
-                with telemetry.stage(ctx, "audit"):
+                with telemetry.stage(ctx, "audit"), timed("audit"):
                     await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
@@ -129,16 +132,18 @@ class Pipeline:
             candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
-            with telemetry.stage(ctx, "audit"):
+            with telemetry.stage(ctx, "audit"), timed("audit"):
                 await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
             try:
                 if route.method.streams:
-                    stream = await self.dispatcher.stream(ctx, candidates, call)
+                    with timed("upstream"):
+                        stream = await self.dispatcher.stream(ctx, candidates, call)
                     return _AnswerStream(self, ctx, stream, Outcome.FORWARDED).reply()
-                reply = await self.dispatcher.unary(ctx, candidates, call)
+                with timed("upstream"):
+                    reply = await self.dispatcher.unary(ctx, candidates, call)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.UPSTREAM_ERROR, exc)
                 raise
@@ -202,6 +207,8 @@ class Pipeline:
 def _observe(ctx: RequestContext, answer: Any) -> None:
     """Note usage and model version, but no usage for a cached answer: its tokens were
     paid for once, by the request that got it from upstream."""
+    if ctx.first_answer_at is None:
+        ctx.first_answer_at = time.perf_counter()
     if ctx.served_from is None or "cache" not in ctx.served_from:
         ctx.observe_answer(answer)
         return

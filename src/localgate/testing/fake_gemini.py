@@ -53,6 +53,7 @@ class _Behaviour:
     delay_s: float = 0.0
     model_version: str | None = None  # modelVersion in answers; None = the model's name
     signature: str | None = None  # a thoughtSignature on the answer's (last event's) part
+    usage: dict[str, int] | None = None  # the answer's (last event's) usageMetadata
 
 
 class FakeGemini:
@@ -193,6 +194,11 @@ class FakeGemini:
         with self._lock:
             self._behaviour.signature = signature
 
+    def use_tokens(self, usage: dict[str, int] | None) -> None:
+        """Put this ``usageMetadata`` on answers (a stream's last event); None: the usual."""
+        with self._lock:
+            self._behaviour.usage = usage
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -255,6 +261,8 @@ class FakeGemini:
         if path.endswith(":generateContent"):
             version = behaviour.model_version or model
             answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
+            if behaviour.usage is not None:
+                answer["usageMetadata"] = dict(behaviour.usage)
             return _signed(answer, behaviour.signature)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
@@ -301,6 +309,8 @@ class FakeGemini:
                 event = _generate_response(text, model, final=final)
                 if final:
                     event = _signed(event, behaviour.signature)
+                    if behaviour.usage is not None:
+                        event["usageMetadata"] = dict(behaviour.usage)
                 await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
