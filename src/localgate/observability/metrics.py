@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from localgate.observability.series import PlainHistogram, Timed
+from localgate.observability.series import PlainHistogram
 
 __all__ = ["CONTENT_TYPE_LATEST", "GatewayMetrics", "PlainCounter"]
 
@@ -253,8 +254,9 @@ class GatewayMetrics:
             _STAGE_BUCKETS,
         )
         self.registry.register(self.stage_seconds)
-        self._stage_labels = {
-            name: (name,)
+        # One timer per stage, its series looked up once: ``with metrics.stages["cache"]():``.
+        self.stages = {
+            name: self.stage_seconds.timer((name,))
             for name in (
                 "identity",
                 "limits",
@@ -337,6 +339,7 @@ class GatewayMetrics:
         )
         self.registry.register(self.genai_token_usage)
         self._models: set[str] = set()
+        self._answer_labels: dict[tuple[str, str | None, str, bool], _AnswerLabels] = {}
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}
 
@@ -349,10 +352,6 @@ class GatewayMetrics:
             if len(self._labels) < _MAX_CACHED_SERIES:
                 self._labels[key] = labels
         self._requests.observe(labels, seconds)
-
-    def stage(self, name: str) -> Timed:
-        """A context manager observing the time stage ``name`` takes."""
-        return self.stage_seconds.time(self._stage_labels[name])
 
     def observe_answer(
         self,
@@ -373,30 +372,56 @@ class GatewayMetrics:
         seconds to a stream's first event; ``usage``: input, output, thoughts and cached
         input tokens of the upstream's answer.
         """
-        operation = _GENAI_OPERATIONS.get(route)
-        if operation is None:
+        key = (route, model, tenant, remote)
+        labels = self._answer_labels.get(key)
+        if labels is None:
+            labels = self._answer_label_set(route, model, tenant, remote)
+            if len(self._answer_labels) < _MAX_CACHED_SERIES:
+                self._answer_labels[key] = labels
+        if not labels.genai:
             return
-        model_label = self._model_label(model)
-        genai = (operation, GENAI_PROVIDER if remote else "", model_label.removeprefix("models/"))
-        self.genai_request_seconds.observe((*genai, error or ""), seconds)
-        if error is None and first_chunk is not None:
-            self.genai_first_token_seconds.observe(genai, first_chunk)
-            if usage is not None and usage[1] > 1:
-                self.genai_per_token_seconds.observe(
-                    genai, (seconds - first_chunk) / (usage[1] - 1)
-                )
+        genai = labels.genai
+        if error is None:
+            self.genai_request_seconds.observe(labels.succeeded, seconds)
+            if first_chunk is not None:
+                self.genai_first_token_seconds.observe(genai, first_chunk)
+                if usage is not None and usage[1] > 1:
+                    self.genai_per_token_seconds.observe(
+                        genai, (seconds - first_chunk) / (usage[1] - 1)
+                    )
+        else:
+            self.genai_request_seconds.observe((*genai, error), seconds)
         if usage is None:
             return
         prompt, output, thoughts, cached = usage
-        self.genai_token_usage.observe((*genai, "input"), prompt)
-        self.genai_token_usage.observe((*genai, "output"), output)
-        tokens = self.tokens
-        tokens.inc((tenant, model_label, "input"), prompt)
-        tokens.inc((tenant, model_label, "output"), output)
+        self.genai_token_usage.observe(labels.input_usage, prompt)
+        self.genai_token_usage.observe(labels.output_usage, output)
+        tokens = self.tokens._counts  # the same module's: no call per type
+        tokens[labels.input] = tokens.get(labels.input, 0) + prompt
+        tokens[labels.output] = tokens.get(labels.output, 0) + output
         if thoughts:
-            tokens.inc((tenant, model_label, "thoughts"), thoughts)
+            tokens[labels.thoughts] = tokens.get(labels.thoughts, 0) + thoughts
         if cached:
-            tokens.inc((tenant, model_label, "cached_input"), cached)
+            tokens[labels.cached] = tokens.get(labels.cached, 0) + cached
+
+    def _answer_label_set(
+        self, route: str, model: str | None, tenant: str, remote: bool
+    ) -> _AnswerLabels:
+        operation = _GENAI_OPERATIONS.get(route)
+        if operation is None:
+            return _NO_ANSWER_LABELS
+        model_label = self._model_label(model)
+        genai = (operation, GENAI_PROVIDER if remote else "", model_label.removeprefix("models/"))
+        return _AnswerLabels(
+            genai=genai,
+            succeeded=(*genai, ""),
+            input_usage=(*genai, "input"),
+            output_usage=(*genai, "output"),
+            input=(tenant, model_label, "input"),
+            output=(tenant, model_label, "output"),
+            thoughts=(tenant, model_label, "thoughts"),
+            cached=(tenant, model_label, "cached_input"),
+        )
 
     def observe_audit_batch(self, records: int, seconds: float) -> None:
         """One batch the audit writer wrote (called on its thread)."""
@@ -416,6 +441,24 @@ class GatewayMetrics:
             self._models.add(model)
             return model
         return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class _AnswerLabels:
+    """The label values ``observe_answer`` uses for one route, model, tenant and provider,
+    spelled once."""
+
+    genai: tuple[str, ...]
+    succeeded: tuple[str, ...] = ()
+    input_usage: tuple[str, ...] = ()
+    output_usage: tuple[str, ...] = ()
+    input: tuple[str, ...] = ()
+    output: tuple[str, ...] = ()
+    thoughts: tuple[str, ...] = ()
+    cached: tuple[str, ...] = ()
+
+
+_NO_ANSWER_LABELS = _AnswerLabels(genai=())
 
 
 class PlainCounter(Collector):

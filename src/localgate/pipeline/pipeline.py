@@ -74,19 +74,19 @@ class Pipeline:
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
         finish = self.completion.finish
-        timed = self._metrics.stage
+        stages = self._metrics.stages
         try:
             route = ctx.route
             if route is None:  # the front door only calls with a matched route
                 raise LocalgateError("The request has no route.")
-            with telemetry.stage(ctx, "identity"), timed("identity"):
+            with telemetry.stage(ctx, "identity", stages["identity"]):
                 self.identity.authenticate(ctx, inbound.credential)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
-            with telemetry.stage(ctx, "limits"), timed("limits"):
+            with telemetry.stage(ctx, "limits", stages["limits"]):
                 ctx.permit = await self.limits.admit(ctx)
             try:
-                with telemetry.stage(ctx, "redaction"), timed("redaction"):
+                with telemetry.stage(ctx, "redaction", stages["redaction"]):
                     if size > _REDACT_IN_THREAD_BYTES:
                         # Seconds of CPU for a large prompt: off the event loop, so every
                         # other request (and /healthz) keeps being served meanwhile.
@@ -101,7 +101,7 @@ class Pipeline:
                 )
                 raise
             try:
-                with telemetry.stage(ctx, "retrieval"), timed("retrieval"):
+                with telemetry.stage(ctx, "retrieval", stages["retrieval"]):
                     await self.retrieval.augment(ctx, self.redaction)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
@@ -119,11 +119,11 @@ class Pipeline:
                 )
                 raise
             ctx.route = route = plan.route
-            with telemetry.stage(ctx, "cache"), timed("cache"):
+            with telemetry.stage(ctx, "cache", stages["cache"]):
                 cached = await self.cache.lookup(ctx)
             if cached is not None:
                 # Every request is on record, also those the cache answers.
-                with telemetry.stage(ctx, "audit"), timed("audit"):
+                with telemetry.stage(ctx, "audit", stages["audit"]):
                     await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
@@ -132,17 +132,17 @@ class Pipeline:
             candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
-            with telemetry.stage(ctx, "audit"), timed("audit"):
+            with telemetry.stage(ctx, "audit", stages["audit"]):
                 await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
             try:
                 if route.method.streams:
-                    with timed("upstream"):
+                    with stages["upstream"]():
                         stream = await self.dispatcher.stream(ctx, candidates, call)
                     return _AnswerStream(self, ctx, stream, Outcome.FORWARDED).reply()
-                with timed("upstream"):
+                with stages["upstream"]():
                     reply = await self.dispatcher.unary(ctx, candidates, call)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.UPSTREAM_ERROR, exc)
