@@ -38,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baseline", type=Path, required=True, help="another checkout (its src/ is run)"
     )
     parser.add_argument("--config", type=Path, help="the configuration both gateways run")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="both gateways trace every request, exporting to a discarding OTLP receiver",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=10, help="seconds per measurement")
     parser.add_argument("--warmup", type=int, default=3)
@@ -54,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ExitStack() as stack,
     ):
         tmp = Path(raw)
-        upstream_port, *ports = free_ports(1 + len(trees))
+        upstream_port, sink_port, *ports = free_ports(2 + len(trees))
         base = clean_environment()
 
         def server(
@@ -73,6 +78,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             {},
             layout.load,
         )
+        tracing: dict[str, str] = {}
+        if args.trace:
+            sink = server(
+                "otlp-sink",
+                [python, "-m", "bench.otlp_sink", "--port", str(sink_port)],
+                {},
+                layout.load,
+            )
+            sink.wait_ready(lambda: _get(f"http://127.0.0.1:{sink_port}/"), READY_DEADLINE_S)
+            tracing = {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+                "OTEL_TRACES_SAMPLER": "always_on",
+            }
         gateways: dict[str, tuple[int, str]] = {}
         processes: dict[str, ServerProcess] = {}
         for (name, src), port in zip(trees.items(), ports, strict=True):
@@ -81,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "LOCALGATE_UPSTREAM_URL": f"http://127.0.0.1:{upstream_port}",
                 "GEMINI_API_KEY": UPSTREAM_KEY,
                 "LOCALGATE_DATA_DIR": str(tmp / f"data-{name}"),
+                **tracing,
             }
             if args.config is not None:
                 env["LOCALGATE_CONFIG"] = str(args.config.resolve())

@@ -82,14 +82,37 @@ def _attributes(number: int, attributes: Mapping[str, Any] | None) -> bytes:
     tag = _TAG[number]
     out = []
     for key, value in attributes.items():
+        # Most values are a few strings (operation, model, tenant, upstream): each
+        # key-value pair is encoded once, while the cache has room.
+        if value.__class__ is str:
+            encoded = _PAIRS.get((number, key, value))
+            if encoded is not None:
+                out.append(encoded)
+                continue
         name = _KEYS.get(key)
         if name is None:
             name = _field(1, key.encode())
             if len(_KEYS) < 1024:  # bounded, whatever redaction types a configuration names
                 _KEYS[key] = name
         pair = name + _field(2, _any_value(value))
-        out.append(tag + _varint(len(pair)) + pair)
+        encoded = tag + _varint(len(pair)) + pair
+        if value.__class__ is str and len(_PAIRS) < _MAX_PAIRS:
+            _PAIRS[(number, key, value)] = encoded
+        out.append(encoded)
     return b"".join(out)
+
+
+# Encoded attribute pairs and span names, made once: bounded, since values come from
+# configuration and from clients (model names, request ids do not repeat and fill it).
+_PAIRS: dict[tuple[int, str, str], bytes] = {}
+_MAX_PAIRS = 4096
+_NAMES: dict[str, bytes] = {}
+# Span.kind (field 6): the SDK's kinds start at 0, OTLP's at 1.
+_KINDS = [b"\x30" + _varint(value + 1) for value in range(5)]
+_UNSET_STATUS = _field(15, b"")
+# Span.flags (field 16, fixed32).
+_LOCAL_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)
+_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
 def _span(span: ReadableSpan) -> bytes:
@@ -97,26 +120,39 @@ def _span(span: ReadableSpan) -> bytes:
     if context is None:
         return b""
     parent = span.parent
-    out = [
-        b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),
-        b"\x12\x08" + context.span_id.to_bytes(8, "big"),
-    ]
-    if context.trace_state:
-        out.append(_field(3, context.trace_state.to_header().encode()))
-    if parent is not None:
-        out.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-    out.append(_field(5, span.name.encode()))
-    out.append(b"\x30" + _varint(span.kind.value + 1))  # SDK kinds start at 0, OTLP's at 1
-    out.append(b"\x39" + _FIXED64.pack(span.start_time or 0))
-    out.append(b"\x41" + _FIXED64.pack(span.end_time or 0))
-    out.append(_attributes(9, span.attributes))
+    name = _NAMES.get(span.name)
+    if name is None:
+        name = _field(5, span.name.encode())
+        if len(_NAMES) < 1024:
+            _NAMES[span.name] = name
     status = span.status
-    code = status.status_code.value
-    body = _field(2, status.description.encode()) if status.description else b""
-    out.append(_field(15, body + (b"\x18" + _varint(code) if code else b"")))
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
-    out.append(b"\x85\x01" + _FIXED32.pack(flags))  # field 16, fixed32
-    return b"".join(out)
+    code = status.status_code._value_
+    description = status.description
+    if code or description:
+        body = _field(2, description.encode()) if description else b""
+        status_field = _field(15, body + (b"\x18" + _varint(code) if code else b""))
+    else:
+        status_field = _UNSET_STATUS
+    state = context.trace_state
+    return b"".join(
+        (
+            b"\x0a\x10",
+            context.trace_id.to_bytes(16, "big"),
+            b"\x12\x08",
+            context.span_id.to_bytes(8, "big"),
+            _field(3, state.to_header().encode()) if state else b"",
+            b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
+            name,
+            _KINDS[span.kind._value_],
+            b"\x39",
+            _FIXED64.pack(span.start_time or 0),
+            b"\x41",
+            _FIXED64.pack(span.end_time or 0),
+            _attributes(9, span.attributes),
+            status_field,
+            _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS,
+        )
+    )
 
 
 def encode(spans: Sequence[ReadableSpan], resource: Resource, scope: InstrumentationScope) -> bytes:
