@@ -4,14 +4,21 @@ as the traffic says, and no client can grow the set of label values."""
 from __future__ import annotations
 
 import secrets
+import sqlite3
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from localgate.audit.database import SqliteDatabase
+from localgate.audit.records import PendingRecord
+from localgate.audit.store import AuditStore, Receipt
 from localgate.testing import FakeGemini
-from tests.conftest import RunningGateway, run_gateway
+from tests.conftest import RunningGateway, run_gateway, wait_until
 
 HELLO = {"contents": [{"role": "user", "parts": [{"text": "hello"}]}]}
 MODEL = "models/gemini-2.5-flash"
@@ -256,3 +263,40 @@ def test_clients_cannot_grow_the_label_values(tmp_path: Path, upstream: FakeGemi
     assert len(genai_models) <= 101
     # No tenant is configured: every tenant is "other".
     assert label_values(samples, "localgate_tokens_total", "tenant") == {"other"}
+
+
+def test_a_completion_record_the_store_refuses_shows_in_the_spool_until_it_is_retried(
+    tmp_path: Path, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    refusing = threading.Event()
+    real_commit = SqliteDatabase.commit
+
+    def commit(db: SqliteDatabase) -> None:
+        if refusing.is_set() and str(data) in db.sqlalchemy_url:
+            raise sqlite3.OperationalError("database is locked")
+        real_commit(db)
+
+    monkeypatch.setattr(SqliteDatabase, "commit", commit)
+    original_submit = AuditStore.submit
+
+    def submit(store: AuditStore, record: PendingRecord) -> Future[Receipt]:
+        # The request record goes in; the store refuses from the completion record on.
+        if record.kind == "answer":
+            refusing.set()
+        return original_submit(store, record)
+
+    monkeypatch.setattr(AuditStore, "submit", submit)
+    with run_gateway(data, upstream.base_url) as gateway:
+        answered = generate(gateway, gateway.key)
+        _, spooled = scrape(gateway)
+        refusing.clear()
+        monkeypatch.setattr(AuditStore, "submit", original_submit)
+        wait_until(lambda: value(scrape(gateway)[1], "localgate_audit_spool_records") == 0)
+        _, drained = scrape(gateway)
+
+    assert answered.status_code == 200
+    assert value(spooled, "localgate_audit_spool_records") == 1
+    assert value(spooled, "localgate_audit_completions_spooled_total") == 1
+    assert value(spooled, "localgate_audit_completions_held") == 0
+    assert value(drained, "localgate_audit_completions_spooled_total") == 1
