@@ -7,9 +7,11 @@ from typing import Any
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, StatusCode
 
+from localgate.telemetry.batch import SpanBatcher
 from localgate.telemetry.export import encode
 from localgate.telemetry.records import SpanRecord, to_readable
 
@@ -65,3 +67,32 @@ def test_repeated_values_encode_as_the_first_time() -> None:
     ours = ExportTraceServiceRequest.FromString(encode(records, RESOURCE, SCOPE))
 
     assert ours == encode_spans(to_readable(records, RESOURCE, SCOPE))
+
+
+def test_an_exporter_of_sdk_spans_gets_them_made_from_the_records() -> None:
+    memory = InMemorySpanExporter()
+    batcher = SpanBatcher(memory, {}, RESOURCE, SCOPE)
+    batcher.add(_records())
+    batcher.shutdown()
+
+    identity, server, attempt, root = memory.get_finished_spans()
+    assert (identity.name, identity.kind, identity.attributes) == (
+        "localgate.identity",
+        SpanKind.INTERNAL,
+        {},
+    )
+    assert server.parent is not None
+    assert server.parent.is_remote
+    assert server.context is not None
+    assert server.context.trace_state.to_header() == "vendor=opaque"
+    assert (server.status.status_code, server.status.description) == (
+        StatusCode.ERROR,
+        "UNAVAILABLE",
+    )
+    assert (server.attributes or {})["gen_ai.response.finish_reasons"] == ("STOP", "MAX_TOKENS")
+    assert attempt.parent is not None
+    assert not attempt.parent.is_remote
+    assert attempt.parent.span_id == server.context.span_id
+    assert root.parent is None
+    assert server.resource is RESOURCE
+    assert server.instrumentation_scope is SCOPE
