@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"median at c={CONNECTIONS}: tracing off {off:.0f} req/s, on {on:.0f} req/s; "
             f"on/off = {on / off:.3f} (cost {100 * (1 - on / off):.1f}%); "
-            f"the receiver got {received} bytes of spans"
+            f"the receiver got {received}"
         )
     return 0
 

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from localgate.telemetry.batch import SpanBatcher
+from localgate.telemetry.records import SpanRecord
 from tests.conftest import wait_until
 
 
@@ -28,8 +29,8 @@ class _Recording(SpanExporter):
         self.shut = True
 
 
-def _spans(count: int) -> list[ReadableSpan]:
-    return [ReadableSpan(f"s{i}") for i in range(count)]
+def _spans(count: int) -> list[SpanRecord]:
+    return [SpanRecord(f"s{i}", 0, 1, i + 1, 0, False, "", 0, 1, {}) for i in range(count)]
 
 
 def test_a_full_batch_goes_out_at_once_and_shutdown_sends_the_rest() -> None:

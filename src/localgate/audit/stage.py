@@ -57,6 +57,8 @@ class TrailAudit:
         self._held: list[PendingRecord] = []
         if metrics is not None:
             metrics.audit_completions_held.set_function(lambda: len(self._held))
+            metrics.audit_spool_records.set_function(lambda: len(spool))
+            store.on_batch = metrics.observe_audit_batch
 
     @property
     def held(self) -> int:

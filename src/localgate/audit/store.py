@@ -17,6 +17,7 @@ import hashlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -121,6 +122,8 @@ class AuditStore:
         self._forget = threading.Event()
         # Why the last batch failed (None once one succeeds): read by readiness.
         self.last_failure: str | None = None
+        # Told each batch's size and the seconds it took to write (on the writer thread).
+        self.on_batch: Callable[[int, float], None] | None = None
         self._db = connect()
         upgrade_schema(self._db.sqlalchemy_url)
         self._check_suite()
@@ -196,7 +199,10 @@ class AuditStore:
                     break
                 item = more
             if batch:
+                started = time.perf_counter()
                 self._write(batch)
+                if self.on_batch is not None:
+                    self.on_batch(len(batch), time.perf_counter() - started)
             for probe in probes:
                 self._probe(probe)
             if stop:

@@ -42,6 +42,8 @@ class TokenUsage:
     candidates: int = 0
     thoughts: int = 0
     total: int = 0
+    # The part of ``prompt`` read from the model's context cache (cachedContentTokenCount).
+    cached: int = 0
 
     @classmethod
     def from_metadata(cls, metadata: Any) -> TokenUsage | None:
@@ -53,6 +55,7 @@ class TokenUsage:
             _count(metadata.get("candidatesTokenCount")),
             _count(metadata.get("thoughtsTokenCount")),
             _count(metadata.get("totalTokenCount")),
+            _count(metadata.get("cachedContentTokenCount")),
         )
 
 
@@ -96,6 +99,9 @@ class RequestContext:
     # by those who record it, once per request rather than once per stream event.
     usage_metadata: dict[str, Any] | None = None
     model_version: str | None = None
+    # When the first answer event (or the unary answer) reached the response path
+    # (perf_counter), for the time-to-first-token metric.
+    first_answer_at: float | None = None
     # Owned by the redaction stage (opaque to every other: typed ``object``, so nothing
     # else can read it without the stage's own type): the request's placeholder table
     # lives here and nowhere else, and dies with the request.

@@ -45,6 +45,8 @@ PRIORITY_HEADER = "x-localgate-priority"
 _SCOPE_CACHE_SIZE = 10_000
 # How long an unreachable backend is not asked again.
 _BACKEND_RETRY_S = 1.0
+_LIMITED_LABEL = ("limited",)
+_UNLIMITED_LABEL = ("unlimited",)
 
 
 class TenantLimiter:
@@ -118,6 +120,7 @@ class TenantLimiter:
         effective: LimitSettings = key_limits or tenant_limits
         scopes = self._scopes_of(principal.tenant, tenant_limits, principal.key_id, key_limits)
         if not scopes:
+            self._metrics.limits_admitted.inc(_UNLIMITED_LABEL)
             return _UNLIMITED
         tokens = 0
         if any(scope.counts_tokens for scope in scopes):
@@ -139,6 +142,7 @@ class TenantLimiter:
         if admission.refused is not None:
             self._metrics.limits_refusals.labels(admission.refused.value).inc()
             raise _refusal(admission, headers)
+        self._metrics.limits_admitted.inc(_LIMITED_LABEL)
         return _LimitPermit(self, backend, principal.tenant, scopes, reservation)
 
     def _scopes_of(

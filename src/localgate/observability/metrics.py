@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -17,6 +18,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from localgate.observability.quality import QualityMetrics
+from localgate.observability.series import PlainHistogram
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
@@ -35,6 +37,39 @@ _LATENCY_BUCKETS = (
 # so a client cannot grow the metrics without bound.
 _MAX_MODEL_LABELS = 100
 _MAX_CACHED_SERIES = 10_000
+# A stage takes from tens of microseconds (identity) to a minute (an upstream's answer).
+_STAGE_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1,
+    2.5, 5, 10, 30, 60,
+)  # fmt: skip
+_CHUNK_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# The buckets the GenAI semantic conventions advise for these histograms
+# (opentelemetry-semantic-conventions 0.66b2, docs/gen-ai/gen-ai-metrics.md).
+_GENAI_DURATION_BUCKETS = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+_GENAI_FIRST_TOKEN_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)  # fmt: skip
+_GENAI_PER_TOKEN_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+)  # fmt: skip
+_GENAI_TOKEN_BUCKETS = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
+# gen_ai.operation.name of each Gemini route (as the traces name them).
+_GENAI_OPERATIONS = {
+    "generateContent": "generate_content",
+    "streamGenerateContent": "generate_content",
+    "embedContent": "embeddings",
+    "batchEmbedContents": "embeddings",
+    "countTokens": "count_tokens",
+    "models.list": "list_models",
+    "models.get": "get_model",
+}
+# gen_ai.provider.name when a request reached an outside upstream (as in the traces).
+GENAI_PROVIDER = "gcp.gemini"
 
 
 class GatewayMetrics:
@@ -211,7 +246,126 @@ class GatewayMetrics:
         # The server certificate (HTTPS): its reloads and expiry, once the app sets a source.
         self.server_certificate = ServerCertificateMetrics()
         self.registry.register(self.server_certificate)
+        # Upstream timings, by the configured upstream's name.
+        self.upstream_seconds = PlainHistogram(
+            "localgate_upstream_duration_seconds",
+            "Time one unary upstream attempt took, from sending to the whole answer (or "
+            "its failure).",
+            ("upstream",),
+            _LATENCY_BUCKETS,
+        )
+        self.registry.register(self.upstream_seconds)
+        self.upstream_first_chunk_seconds = PlainHistogram(
+            "localgate_upstream_time_to_first_chunk_seconds",
+            "Time one streaming upstream attempt took, from sending to its first event "
+            "(or its failure): the upstream's time to first byte.",
+            ("upstream",),
+            _LATENCY_BUCKETS,
+        )
+        self.registry.register(self.upstream_first_chunk_seconds)
+        self.upstream_chunk_seconds = PlainHistogram(
+            "localgate_upstream_chunk_interval_seconds",
+            "Time between one stream event from an upstream and the next.",
+            ("upstream",),
+            _CHUNK_BUCKETS,
+        )
+        self.registry.register(self.upstream_chunk_seconds)
+        # The time each stage of the pipeline took per request (also when it refused it).
+        self.stage_seconds = PlainHistogram(
+            "localgate_stage_duration_seconds",
+            "Time one pipeline stage took for one request: identity, limits, redaction, "
+            "retrieval, cache, audit (the request record) and upstream (every attempt "
+            "until the answer; for a stream, until its first event).",
+            ("stage",),
+            _STAGE_BUCKETS,
+        )
+        self.registry.register(self.stage_seconds)
+        # One timer per stage, its series looked up once: ``with metrics.stages["cache"]():``.
+        self.stages = {
+            name: self.stage_seconds.timer((name,))
+            for name in (
+                "identity",
+                "limits",
+                "redaction",
+                "retrieval",
+                "cache",
+                "audit",
+                "upstream",
+            )
+        }
+        self.tokens = PlainCounter(
+            "localgate_tokens",
+            "Tokens the upstream's answers counted (usageMetadata), by tenant (a configured "
+            'tenant\'s name, else "other"), model and type: input (promptTokenCount), '
+            "output (candidatesTokenCount), thoughts (thoughtsTokenCount), cached_input "
+            "(cachedContentTokenCount, the part of the input read from the model's context "
+            "cache). Answers from localgate's cache count nothing.",
+            ("tenant", "model", "type"),
+        )
+        self.registry.register(self.tokens)
+        self.limits_admitted = PlainCounter(
+            "localgate_limits_admissions",
+            "Requests the limits admitted, by whether a limit applied to them (limited) or "
+            "none did (unlimited).",
+            ("mode",),
+        )
+        self.registry.register(self.limits_admitted)
+        # The audit store's writer thread observes these, once per batch (with a lock:
+        # another thread than the event loop's).
+        self.audit_batch_seconds = Histogram(
+            "localgate_audit_batch_write_duration_seconds",
+            "Time the audit writer took to write one batch of records durably (commit included).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=self.registry,
+        )
+        self.audit_batch_records = Histogram(
+            "localgate_audit_batch_records",
+            "Records the audit writer wrote in one batch (one commit).",
+            buckets=_BATCH_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.audit_spool_records = Gauge(
+            "localgate_audit_spool_records",
+            "Completion records waiting in the encrypted spool file to be retried into the "
+            "audit store (read from the file when scraped).",
+            registry=self.registry,
+        )
+        # The GenAI semantic conventions' metrics, in their Prometheus form.
+        genai = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model")
+        self.genai_request_seconds = PlainHistogram(
+            "gen_ai_server_request_duration_seconds",
+            "gen_ai.server.request.duration: time from a request's arrival to the end of its "
+            "answer (a stream's last event).",
+            (*genai, "error_type"),
+            _GENAI_DURATION_BUCKETS,
+        )
+        self.registry.register(self.genai_request_seconds)
+        self.genai_first_token_seconds = PlainHistogram(
+            "gen_ai_server_time_to_first_token_seconds",
+            "gen_ai.server.time_to_first_token: time from a streaming request's arrival to "
+            "its first answer event, for successful streams.",
+            genai,
+            _GENAI_FIRST_TOKEN_BUCKETS,
+        )
+        self.registry.register(self.genai_first_token_seconds)
+        self.genai_per_token_seconds = PlainHistogram(
+            "gen_ai_server_time_per_output_token_seconds",
+            "gen_ai.server.time_per_output_token: for a successful stream, the time after "
+            "its first event divided by its output tokens after the first.",
+            genai,
+            _GENAI_PER_TOKEN_BUCKETS,
+        )
+        self.registry.register(self.genai_per_token_seconds)
+        self.genai_token_usage = PlainHistogram(
+            "gen_ai_client_token_usage",
+            "gen_ai.client.token.usage: input and output tokens per upstream answer "
+            "(gen_ai_token_type: input, output).",
+            (*genai, "gen_ai_token_type"),
+            _GENAI_TOKEN_BUCKETS,
+        )
+        self.registry.register(self.genai_token_usage)
         self._models: set[str] = set()
+        self._answer_labels: dict[tuple[str, str | None, str, bool], _AnswerLabels] = {}
         # Label spelling costs more than the count; remember it for busy series.
         self._labels: dict[tuple[str, str | None, int], tuple[str, str, str]] = {}
 
@@ -224,6 +378,81 @@ class GatewayMetrics:
             if len(self._labels) < _MAX_CACHED_SERIES:
                 self._labels[key] = labels
         self._requests.observe(labels, seconds)
+
+    def observe_answer(
+        self,
+        route: str,
+        model: str | None,
+        tenant: str,
+        *,
+        remote: bool,
+        error: str | None,
+        seconds: float,
+        first_chunk: float | None,
+        usage: tuple[int, int, int, int] | None,
+    ) -> None:
+        """Count an authenticated request's tokens and its GenAI metrics.
+
+        ``tenant`` is a configured tenant's name or "other"; ``remote``, whether an outside
+        upstream was called; ``error``, the Gemini status of a failure; ``first_chunk``,
+        seconds to a stream's first event; ``usage``: input, output, thoughts and cached
+        input tokens of the upstream's answer.
+        """
+        key = (route, model, tenant, remote)
+        labels = self._answer_labels.get(key)
+        if labels is None:
+            labels = self._answer_label_set(route, model, tenant, remote)
+            if len(self._answer_labels) < _MAX_CACHED_SERIES:
+                self._answer_labels[key] = labels
+        if not labels.genai:
+            return
+        genai = labels.genai
+        if error is None:
+            self.genai_request_seconds.observe(labels.succeeded, seconds)
+            if first_chunk is not None:
+                self.genai_first_token_seconds.observe(genai, first_chunk)
+                if usage is not None and usage[1] > 1:
+                    self.genai_per_token_seconds.observe(
+                        genai, (seconds - first_chunk) / (usage[1] - 1)
+                    )
+        else:
+            self.genai_request_seconds.observe((*genai, error), seconds)
+        if usage is None:
+            return
+        prompt, output, thoughts, cached = usage
+        self.genai_token_usage.observe(labels.input_usage, prompt)
+        self.genai_token_usage.observe(labels.output_usage, output)
+        tokens = self.tokens._counts  # the same module's: no call per type
+        tokens[labels.input] = tokens.get(labels.input, 0) + prompt
+        tokens[labels.output] = tokens.get(labels.output, 0) + output
+        if thoughts:
+            tokens[labels.thoughts] = tokens.get(labels.thoughts, 0) + thoughts
+        if cached:
+            tokens[labels.cached] = tokens.get(labels.cached, 0) + cached
+
+    def _answer_label_set(
+        self, route: str, model: str | None, tenant: str, remote: bool
+    ) -> _AnswerLabels:
+        operation = _GENAI_OPERATIONS.get(route)
+        if operation is None:
+            return _NO_ANSWER_LABELS
+        model_label = self._model_label(model)
+        genai = (operation, GENAI_PROVIDER if remote else "", model_label.removeprefix("models/"))
+        return _AnswerLabels(
+            genai=genai,
+            succeeded=(*genai, ""),
+            input_usage=(*genai, "input"),
+            output_usage=(*genai, "output"),
+            input=(tenant, model_label, "input"),
+            output=(tenant, model_label, "output"),
+            thoughts=(tenant, model_label, "thoughts"),
+            cached=(tenant, model_label, "cached_input"),
+        )
+
+    def observe_audit_batch(self, records: int, seconds: float) -> None:
+        """One batch the audit writer wrote (called on its thread)."""
+        self.audit_batch_seconds.observe(seconds)
+        self.audit_batch_records.observe(records)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""
@@ -279,6 +508,24 @@ class ServerCertificateMetrics(Collector):
         yield expiry
 
 
+@dataclass(frozen=True, slots=True)
+class _AnswerLabels:
+    """The label values ``observe_answer`` uses for one route, model, tenant and provider,
+    spelled once."""
+
+    genai: tuple[str, ...]
+    succeeded: tuple[str, ...] = ()
+    input_usage: tuple[str, ...] = ()
+    output_usage: tuple[str, ...] = ()
+    input: tuple[str, ...] = ()
+    output: tuple[str, ...] = ()
+    thoughts: tuple[str, ...] = ()
+    cached: tuple[str, ...] = ()
+
+
+_NO_ANSWER_LABELS = _AnswerLabels(genai=())
+
+
 class PlainCounter(Collector):
     """A counter by label values, counted in plain numbers on the event loop's thread and
     read when scraped: no lock per update, unlike prometheus_client's ``Counter``."""
@@ -289,9 +536,9 @@ class PlainCounter(Collector):
         self._labels = labels
         self._counts: dict[tuple[str, ...], int] = {}
 
-    def inc(self, labels: tuple[str, ...]) -> None:
-        """Count one, for these label values (in the order of ``labels``)."""
-        self._counts[labels] = self._counts.get(labels, 0) + 1
+    def inc(self, labels: tuple[str, ...], amount: int = 1) -> None:
+        """Count ``amount``, for these label values (in the order of ``labels``)."""
+        self._counts[labels] = self._counts.get(labels, 0) + amount
 
     def collect(self) -> Iterator[Metric]:
         """The counter family, as Prometheus reads it."""

@@ -119,8 +119,25 @@ class Completion:
         model = route.model if route else None
         # Only authenticated callers name metric label values: anonymous requests could
         # otherwise use up the bounded set of model labels.
-        self._metrics.observe(route_name, model if ctx.principal else None, status, elapsed)
+        metrics = self._metrics
         principal = ctx.principal
+        metrics.observe(route_name, model if principal else None, status, elapsed)
+        policy = ctx.policy
+        if principal is not None and policy is not None and route is not None:
+            usage = ctx.usage
+            first = ctx.first_answer_at
+            metrics.observe_answer(
+                route_name,
+                model,
+                policy.metrics_tenant,
+                remote=ctx.attempt > 0 and ctx.served_from is None,
+                error=error_status,
+                seconds=elapsed,
+                first_chunk=first - ctx.started if first and route.method.streams else None,
+                usage=(usage.prompt, usage.candidates, usage.thoughts, usage.cached)
+                if usage
+                else None,
+            )
         record: dict[str, Any] = {
             "time": _utc(ctx.received_at),
             "request_id": ctx.request_id,

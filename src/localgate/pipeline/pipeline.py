@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -78,18 +79,19 @@ class Pipeline:
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
         finish = self.completion.finish
+        stages = self.metrics.stages
         try:
             route = ctx.route
             if route is None:  # the front door only calls with a matched route
                 raise LocalgateError("The request has no route.")
-            with telemetry.stage(ctx, "identity"):
+            with telemetry.stage(ctx, "identity", stages["identity"]):
                 self.identity.authenticate(ctx, inbound.credential, inbound.certificate)
             # Parsed only after identity, so anonymous callers cannot make the gateway work.
             ctx.body, size = await inbound.read_body()
             # A dialect whose body names the model and whether to stream (OpenAI's) sets
             # the request's route as it reads the body.
             route = ctx.route or route
-            with telemetry.stage(ctx, "limits"):
+            with telemetry.stage(ctx, "limits", stages["limits"]):
                 ctx.permit = await self.limits.admit(ctx)
             try:
                 # Before redaction: whether the request is redacted depends on where it may
@@ -112,7 +114,7 @@ class Pipeline:
                 ctx.cache_control = "bypass"
             if ctx.redaction_skipped is None:
                 try:
-                    with telemetry.stage(ctx, "redaction"):
+                    with telemetry.stage(ctx, "redaction", stages["redaction"]):
                         if size > _REDACT_IN_THREAD_BYTES:
                             # Seconds of CPU for a large prompt: off the event loop, so every
                             # other request (and /healthz) keeps being served meanwhile.
@@ -133,7 +135,7 @@ class Pipeline:
                 # Prompt drift samples redacted text only.
                 self.quality.sample_prompt(ctx)
             try:
-                with telemetry.stage(ctx, "retrieval"):
+                with telemetry.stage(ctx, "retrieval", stages["retrieval"]):
                     await self.retrieval.augment(ctx, self.redaction)
             except LocalgateError as exc:
                 await finish(ctx, Outcome.RETRIEVAL_FAILED, exc)
@@ -142,11 +144,11 @@ class Pipeline:
             self.quality.begin(
                 ctx, plan.confidence or (ctx.policy.routing.confidence if ctx.policy else None)
             )
-            with telemetry.stage(ctx, "cache"):
+            with telemetry.stage(ctx, "cache", stages["cache"]):
                 cached = await self.cache.lookup(ctx)
             if cached is not None:
                 # Every request is on record, also those the cache answers.
-                with telemetry.stage(ctx, "audit"):
+                with telemetry.stage(ctx, "audit", stages["audit"]):
                     await self.audit.record_request(ctx)
                 if route.method.streams:
                     stored = _stored_stream(cached)
@@ -155,16 +157,18 @@ class Pipeline:
             candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
-            with telemetry.stage(ctx, "audit"):
+            with telemetry.stage(ctx, "audit", stages["audit"]):
                 await self.audit.record_request(ctx)
             call = UpstreamCall(
                 route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
             )
             try:
                 if route.method.streams:
-                    stream = await self.dispatcher.stream(ctx, candidates, call)
+                    with stages["upstream"]():
+                        stream = await self.dispatcher.stream(ctx, candidates, call)
                     return _AnswerStream(self, ctx, stream, Outcome.FORWARDED).reply()
-                reply = await self.dispatcher.unary(ctx, candidates, call)
+                with stages["upstream"]():
+                    reply = await self.dispatcher.unary(ctx, candidates, call)
                 if plan.catalogues:
                     await self.dispatcher.add_catalogues(reply, plan.catalogues, inbound.query)
             except LocalgateError as exc:
@@ -279,6 +283,8 @@ def _skipped_because(plan: RoutePlan) -> str:
 def _observe(ctx: RequestContext, answer: Any) -> None:
     """Note usage and model version, but no usage for a cached answer: its tokens were
     paid for once, by the request that got it from upstream."""
+    if ctx.first_answer_at is None:
+        ctx.first_answer_at = time.perf_counter()
     if ctx.served_from is None or "cache" not in ctx.served_from:
         ctx.observe_answer(answer)
         return

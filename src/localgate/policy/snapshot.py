@@ -51,6 +51,9 @@ class TenantPolicy:
     config_hash: str = ""
     # Routes, model aliases and the upstreams this tenant may reach (the router's section).
     routing: RoutingPolicy = _NO_ROUTING
+    # The tenant as metrics label it: a configured tenant's name, "other" for every tenant
+    # the configuration does not name (a client cannot grow the metrics' label values).
+    metrics_tenant: str = "other"
 
     @classmethod
     def resolve(
@@ -68,6 +71,7 @@ class TenantPolicy:
             version=version,
             config_hash=config_hash,
             routing=RoutingPolicy.resolve(settings, name),
+            metrics_tenant=name or "other",
         )
 
 

@@ -1,4 +1,4 @@
-"""OTLP export of localgate's spans, with a lean encoder.
+"""OTLP export of localgate's spans (``SpanRecord``), with a lean encoder.
 
 The OTLP exporters' own encoder builds a protobuf object per span, attribute and value in
 Python (and hashes the resource per span): on a loaded gateway that was most of what
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
@@ -26,6 +26,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from localgate.telemetry.records import SpanRecord
 
 __all__ = ["LeanGrpcExporter", "LeanHttpExporter", "encode"]
 
@@ -82,49 +84,80 @@ def _attributes(number: int, attributes: Mapping[str, Any] | None) -> bytes:
     tag = _TAG[number]
     out = []
     for key, value in attributes.items():
+        # Most values are a few strings (operation, model, tenant, upstream): each
+        # key-value pair is encoded once, while the cache has room.
+        if value.__class__ is str:
+            encoded = _PAIRS.get((number, key, value))
+            if encoded is not None:
+                out.append(encoded)
+                continue
         name = _KEYS.get(key)
         if name is None:
             name = _field(1, key.encode())
             if len(_KEYS) < 1024:  # bounded, whatever redaction types a configuration names
                 _KEYS[key] = name
         pair = name + _field(2, _any_value(value))
-        out.append(tag + _varint(len(pair)) + pair)
+        encoded = tag + _varint(len(pair)) + pair
+        if value.__class__ is str and len(_PAIRS) < _MAX_PAIRS:
+            _PAIRS[(number, key, value)] = encoded
+        out.append(encoded)
     return b"".join(out)
 
 
-def _span(span: ReadableSpan) -> bytes:
-    context = span.context
-    if context is None:
-        return b""
-    parent = span.parent
-    out = [
-        b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),
-        b"\x12\x08" + context.span_id.to_bytes(8, "big"),
-    ]
-    if context.trace_state:
-        out.append(_field(3, context.trace_state.to_header().encode()))
-    if parent is not None:
-        out.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-    out.append(_field(5, span.name.encode()))
-    out.append(b"\x30" + _varint(span.kind.value + 1))  # SDK kinds start at 0, OTLP's at 1
-    out.append(b"\x39" + _FIXED64.pack(span.start_time or 0))
-    out.append(b"\x41" + _FIXED64.pack(span.end_time or 0))
-    out.append(_attributes(9, span.attributes))
-    status = span.status
-    code = status.status_code.value
-    body = _field(2, status.description.encode()) if status.description else b""
-    out.append(_field(15, body + (b"\x18" + _varint(code) if code else b"")))
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
-    out.append(b"\x85\x01" + _FIXED32.pack(flags))  # field 16, fixed32
-    return b"".join(out)
+# Encoded attribute pairs and span names, made once: bounded, since values come from
+# configuration and from clients (model names, request ids do not repeat and fill it).
+_PAIRS: dict[tuple[int, str, str], bytes] = {}
+_MAX_PAIRS = 4096
+_NAMES: dict[str, bytes] = {}
+# Span.kind (field 6), by the SDK's kind: the SDK's kinds start at 0, OTLP's at 1.
+_KINDS = [b"\x30" + _varint(value + 1) for value in range(5)]
+_UNSET_STATUS = _field(15, b"")
+# Span.flags (field 16, fixed32).
+_LOCAL_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE)
+_REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
-def encode(spans: Sequence[ReadableSpan], resource: Resource, scope: InstrumentationScope) -> bytes:
-    """``spans`` (all of ``resource`` and ``scope``) as a serialized ExportTraceServiceRequest."""
+def _span(record: SpanRecord) -> bytes:
+    (name, kind, trace_id, span_id, parent_id, parent_remote, state) = record[:7]
+    (start, end, attributes, code, description) = record[7:]
+    encoded_name = _NAMES.get(name)
+    if encoded_name is None:
+        encoded_name = _field(5, name.encode())
+        if len(_NAMES) < 1024:
+            _NAMES[name] = encoded_name
+    if code or description:
+        body = _field(2, description.encode()) if description else b""
+        status = _field(15, body + (b"\x18" + _varint(code) if code else b""))
+    else:
+        status = _UNSET_STATUS
+    return b"".join(
+        (
+            b"\x0a\x10",
+            trace_id.to_bytes(16, "big"),
+            b"\x12\x08",
+            span_id.to_bytes(8, "big"),
+            _field(3, state.encode()) if state else b"",
+            b"\x22\x08" + parent_id.to_bytes(8, "big") if parent_id else b"",
+            encoded_name,
+            _KINDS[kind],
+            b"\x39",
+            _FIXED64.pack(start),
+            b"\x41",
+            _FIXED64.pack(end),
+            _attributes(9, attributes),
+            status,
+            _REMOTE_FLAGS if parent_id and parent_remote else _LOCAL_FLAGS,
+        )
+    )
+
+
+def encode(records: Sequence[SpanRecord], resource: Resource, scope: InstrumentationScope) -> bytes:
+    """``records`` (all of ``resource`` and ``scope``) as a serialized
+    ExportTraceServiceRequest."""
     scope_body = _field(1, scope.name.encode())
     if scope.version:
         scope_body += _field(2, scope.version.encode())
-    scope_spans = _field(1, scope_body) + b"".join(_field(2, _span(span)) for span in spans)
+    scope_spans = _field(1, scope_body) + b"".join([_field(2, _span(r)) for r in records])
     resource_spans = _field(1, _attributes(1, resource.attributes)) + _field(2, scope_spans)
     if resource.schema_url:
         resource_spans += _field(3, resource.schema_url.encode())
@@ -139,11 +172,11 @@ class LeanHttpExporter(HttpSpanExporter):
         self._resource = resource
         self._scope = scope
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Send ``spans`` in one request."""
+    def export_records(self, records: Sequence[SpanRecord]) -> SpanExportResult:
+        """Send ``records`` in one request."""
         if self._shutdown:
             return SpanExportResult.FAILURE
-        result = self._client.export(encode(spans, self._resource, self._scope))
+        result = self._client.export(encode(records, self._resource, self._scope))
         return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
 
 
@@ -155,8 +188,14 @@ class LeanGrpcExporter(GrpcSpanExporter):
         self._resource = resource
         self._scope = scope
 
+    def export_records(self, records: Sequence[SpanRecord]) -> SpanExportResult:
+        """Send ``records`` in one call: the base exporter hands them, untouched, to
+        ``_translate_data`` below (its retries and timeouts apply as to any export)."""
+        return self.export(cast("Sequence[ReadableSpan]", records))
+
     def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+        records = cast("Sequence[SpanRecord]", data)
         request: ExportTraceServiceRequest = ExportTraceServiceRequest.FromString(
-            encode(data, self._resource, self._scope)
+            encode(records, self._resource, self._scope)
         )
         return request

@@ -26,7 +26,6 @@ from typing import Any
 import orjson
 from opentelemetry import trace as otel
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import sampling as samplers
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -34,7 +33,6 @@ from opentelemetry.trace import (
     NonRecordingSpan,
     SpanContext,
     SpanKind,
-    Status,
     StatusCode,
     TraceFlags,
     TraceState,
@@ -45,6 +43,7 @@ from localgate.exchange.context import RequestContext
 from localgate.exchange.replies import UpstreamCall
 from localgate.gemini.routes import GeminiMethod
 from localgate.telemetry.batch import SpanBatcher
+from localgate.telemetry.records import SpanRecord
 from localgate.telemetry.tracing import TraceConfig
 
 __all__ = ["OtelTracing", "RequestTrace"]
@@ -55,10 +54,12 @@ _TRACESTATE_MAX = 512
 _FINISH_REASON = re.compile(r"[A-Z_]{1,40}")
 _INVALID_TRACE = "0" * 32
 _INVALID_SPAN = "0" * 16
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_NO_STATE = TraceState()
-_UNSET = Status(StatusCode.UNSET)
-_FAILED = Status(StatusCode.ERROR)
+# SpanRecord's kind and status: the SDK's SpanKind and StatusCode values.
+_INTERNAL = SpanKind.INTERNAL.value
+_SERVER = SpanKind.SERVER.value
+_CLIENT = SpanKind.CLIENT.value
+_UNSET_CODE = StatusCode.UNSET.value
+_ERROR = StatusCode.ERROR.value
 
 _OPERATIONS = {
     GeminiMethod.GENERATE_CONTENT: "generate_content",
@@ -77,7 +78,7 @@ class OtelTracing:
 
     Spans are not made with the SDK's tracer: a request notes its stages' and attempts'
     times and attributes as it goes, and when it ends, its spans are built at once as
-    finished ``ReadableSpan`` objects and handed to the batch processor. One sampling
+    finished ``SpanRecord`` tuples and handed to the batch processor. One sampling
     decision per request, no locks, no context objects: a fraction of the tracer's cost.
     """
 
@@ -87,7 +88,10 @@ class OtelTracing:
         self.resource = Resource.create({"service.name": config.service_name})
         self.scope = InstrumentationScope("localgate")
         self.batcher = SpanBatcher(
-            exporter or _exporter(config, self.resource, self.scope), os.environ
+            exporter or _exporter(config, self.resource, self.scope),
+            os.environ,
+            self.resource,
+            self.scope,
         )
 
     def begin(self, ctx: RequestContext, headers: Mapping[str, str]) -> None:
@@ -106,7 +110,7 @@ class OtelTracing:
 
 
 # A finished child span: name, kind, span id, start and end (ns), attributes, failed.
-_Child = tuple[str, SpanKind, int, int, int, dict[str, Any], bool]
+_Child = tuple[str, int, int, int, int, dict[str, Any], bool]
 
 
 class RequestTrace:
@@ -223,40 +227,44 @@ class RequestTrace:
         _cache_attributes(ctx.cache_status, attributes)
         if error_status:
             attributes["error.type"] = error_status
-        tracing = self.tracing
-        flags = _SAMPLED
-        state = self.remote.trace_state if self.remote is not None else _NO_STATE
-        server = SpanContext(self.trace_id, self.span_id, False, flags, state)
+        state = self.remote.trace_state if self.remote is not None else None
+        header = state.to_header() if state else ""
+        trace_id, span_id = self.trace_id, self.span_id
         spans = [
-            ReadableSpan(
+            SpanRecord(
                 child_name,
-                SpanContext(self.trace_id, span_id, False, flags, state),
-                server,
-                tracing.resource,
+                kind,
+                trace_id,
+                child_id,
+                span_id,
+                False,
+                header,
+                start,
+                end,
                 child_attributes,
-                kind=kind,
-                status=_FAILED if failed else _UNSET,
-                start_time=start,
-                end_time=end,
-                instrumentation_scope=tracing.scope,
+                _ERROR if failed else _UNSET_CODE,
             )
-            for child_name, kind, span_id, start, end, child_attributes, failed in self.children
+            for child_name, kind, child_id, start, end, child_attributes, failed in self.children
         ]
+        remote = self.remote
+        failed = status >= 500
         spans.append(
-            ReadableSpan(
+            SpanRecord(
                 name,
-                server,
-                self.remote,
-                tracing.resource,
+                _SERVER,
+                trace_id,
+                span_id,
+                remote.span_id if remote is not None else 0,
+                remote is not None,
+                header,
+                self.start_ns,
+                end_ns,
                 attributes,
-                kind=SpanKind.SERVER,
-                status=Status(StatusCode.ERROR, error_status) if status >= 500 else _UNSET,
-                start_time=self.start_ns,
-                end_time=end_ns,
-                instrumentation_scope=tracing.scope,
+                _ERROR if failed else _UNSET_CODE,
+                error_status if failed else None,
             )
         )
-        tracing.batcher.add(spans)
+        self.tracing.batcher.add(spans)
 
 
 class _StageSpan:
@@ -288,7 +296,7 @@ class _StageSpan:
         trace.children.append(
             (
                 f"localgate.{self._name}",
-                SpanKind.INTERNAL,
+                _INTERNAL,
                 _random_span_id(),
                 self._start,
                 time.time_ns(),
@@ -332,7 +340,7 @@ class _AttemptSpan:
         trace.children.append(
             (
                 self._name,
-                SpanKind.CLIENT,
+                _CLIENT,
                 self._span_id,
                 self._start,
                 time.time_ns(),

@@ -233,6 +233,11 @@ class FakeGemini:
         with self._lock:
             self._behaviour.avg_logprobs = dict(by_model) if by_model else None
 
+    def use_tokens(self, usage: dict[str, int] | None) -> None:
+        """Put this ``usageMetadata`` on answers (a stream's last event); None: the usual."""
+        with self._lock:
+            self._behaviour.usage = usage
+
     # -- server -------------------------------------------------------------------
 
     async def _start_site(self) -> None:
@@ -307,6 +312,8 @@ class FakeGemini:
             version = behaviour.model_version or model
             answer = _generate_response(f"echo: {_last_text(body)}", version, final=True)
             _with_logprobs(answer, model, behaviour.avg_logprobs)
+            if behaviour.usage is not None:
+                answer["usageMetadata"] = dict(behaviour.usage)
             return _signed(answer, behaviour.signature)
         if path.endswith(":countTokens"):
             return {"totalTokens": len(_last_text(body).split()) or 1}
@@ -361,6 +368,8 @@ class FakeGemini:
                 _with_logprobs(event, _model_id(request.path), behaviour.avg_logprobs)
                 if final:
                     event = _signed(event, behaviour.signature)
+                    if behaviour.usage is not None:
+                        event["usageMetadata"] = dict(behaviour.usage)
                 await response.write(b"data: " + orjson.dumps(event) + b"\r\n\r\n")
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):

@@ -38,6 +38,7 @@ from localgate.exchange.context import RequestContext
 from localgate.exchange.replies import StreamReply, UnaryReply, UpstreamCall
 from localgate.gemini.routes import GeminiRoute
 from localgate.observability import GatewayMetrics
+from localgate.observability.series import PlainHistogram
 from localgate.policy.snapshot import TenantPolicy
 from localgate.upstream.base import Catalogued, Upstream, needs_redaction
 from localgate.upstream.breaker import BreakerState, CircuitBreaker
@@ -185,7 +186,7 @@ class UpstreamDispatcher:
         self, ctx: RequestContext, candidates: tuple[Upstream, ...], call: UpstreamCall
     ) -> UnaryReply:
         """The whole answer of the first attempt that gives one; else the last failure."""
-        reply = await self._attempts(ctx, candidates, call, _unary)
+        reply = await self._attempts(ctx, candidates, call, _unary, streaming=False)
         reply.headers[UPSTREAM_HEADER] = ctx.upstream or ""
         return reply
 
@@ -197,7 +198,12 @@ class UpstreamDispatcher:
         Once its first event is handed over, the stream is the request's: a failure while
         the rest arrives ends the request, never another attempt.
         """
-        reply = await self._attempts(ctx, candidates, call, _first_event)
+        chunks = self._metrics.upstream_chunk_seconds if self._metrics is not None else None
+
+        async def first_event(upstream: Upstream, call: UpstreamCall) -> StreamReply:
+            return await _first_event(upstream, call, chunks)
+
+        reply = await self._attempts(ctx, candidates, call, first_event, streaming=True)
         reply.headers[UPSTREAM_HEADER] = ctx.upstream or ""
         return reply
 
@@ -207,6 +213,8 @@ class UpstreamDispatcher:
         candidates: tuple[Upstream, ...],
         call: UpstreamCall,
         send: Callable[[Upstream, UpstreamCall], Awaitable[_Result]],
+        *,
+        streaming: bool,
     ) -> _Result:
         limit = min(self._max_attempts, len(candidates) * self._per_upstream)
         index, on_this = 0, 0
@@ -244,7 +252,7 @@ class UpstreamDispatcher:
             except LocalgateError as exc:
                 failed = retryable(exc)
                 self._record(breaker, probing, ok=not failed)
-                self._note(ctx, upstream, exc.code, started)
+                self._note(ctx, upstream, exc.code, started, streaming)
                 if not failed or ctx.attempt >= limit:
                     raise
                 last = exc
@@ -277,7 +285,7 @@ class UpstreamDispatcher:
                     self._shared.probed(upstream.name, ok=False)
                 raise
             self._record(breaker, probing, ok=True)
-            self._note(ctx, upstream, 200, started)
+            self._note(ctx, upstream, 200, started, streaming)
             return result
 
     async def _probe_is_ours(self, breaker: CircuitBreaker) -> bool:
@@ -355,11 +363,23 @@ class UpstreamDispatcher:
             )
         return budget
 
-    def _note(self, ctx: RequestContext, upstream: Upstream, status: int, started: float) -> None:
-        latency_ms = round((self._clock() - started) * 1000, 3)
-        ctx.attempts.append({"upstream": upstream.name, "status": status, "latency_ms": latency_ms})
-        if self._metrics is not None:
-            self._metrics.upstream_attempts.inc((upstream.name, str(status)))
+    def _note(
+        self,
+        ctx: RequestContext,
+        upstream: Upstream,
+        status: int,
+        started: float,
+        streaming: bool,
+    ) -> None:
+        seconds = self._clock() - started
+        ctx.attempts.append(
+            {"upstream": upstream.name, "status": status, "latency_ms": round(seconds * 1000, 3)}
+        )
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.upstream_attempts.inc((upstream.name, str(status)))
+            timing = metrics.upstream_first_chunk_seconds if streaming else metrics.upstream_seconds
+            timing.observe((upstream.name,), seconds)
 
     def _count_retry(self, name: str, kind: str) -> None:
         if self._metrics is not None:
@@ -376,8 +396,11 @@ async def _unary(upstream: Upstream, call: UpstreamCall) -> UnaryReply:
     return await upstream.unary(call)
 
 
-async def _first_event(upstream: Upstream, call: UpstreamCall) -> StreamReply:
-    """The upstream's stream, once its first event (or its end) has arrived."""
+async def _first_event(
+    upstream: Upstream, call: UpstreamCall, chunks: PlainHistogram | None
+) -> StreamReply:
+    """The upstream's stream, once its first event (or its end) has arrived; the time
+    between its later events goes to ``chunks``."""
     reply = await upstream.stream(call)
     try:
         first = await anext(reply.events, _END)
@@ -385,13 +408,31 @@ async def _first_event(upstream: Upstream, call: UpstreamCall) -> StreamReply:
         await reply.close()
         raise
     return StreamReply(
-        events=_chained(first, reply.events), close=reply.close, headers=reply.headers
+        events=_chained(first, time.perf_counter(), reply.events, chunks, (upstream.name,)),
+        close=reply.close,
+        headers=reply.headers,
     )
 
 
-async def _chained(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+async def _chained(
+    first: Any,
+    arrived: float,
+    rest: AsyncIterator[Any],
+    chunks: PlainHistogram | None,
+    labels: tuple[str],
+) -> AsyncIterator[Any]:
     if first is _END:
         return
     yield first
+    if chunks is None:
+        async for event in rest:
+            yield event
+        return
+    # From one event's arrival to the next's (the semantic conventions' time per output
+    # chunk); the gateway's own work on an event, done while this waits, is included.
+    clock, last = time.perf_counter, arrived
     async for event in rest:
+        now = clock()
+        chunks.observe(labels, now - last)
+        last = now
         yield event
