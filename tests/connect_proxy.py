@@ -47,6 +47,12 @@ class ConnectProxy:
             started.set()
             loop.run_forever()
             self._server.close()
+            # Tunnels still open are ended here, on their own loop: left pending, their
+            # coroutines would be collected later, in another test, as unraisable errors.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(_settle(pending))
             loop.run_until_complete(self._server.wait_closed())
             loop.close()
 
@@ -99,6 +105,10 @@ class ConnectProxy:
         await asyncio.gather(
             _pipe(reader, upstream_writer), _pipe(upstream_reader, writer), return_exceptions=True
         )
+
+
+async def _settle(tasks: set[asyncio.Task[object]]) -> None:
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
