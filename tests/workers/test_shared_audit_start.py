@@ -1,16 +1,14 @@
 """Several processes opening one new audit store at once, as workers of a first start would.
 
 `localgate serve --workers N` opens the store once in the supervisor before any worker
-starts, so the gateway does not meet this; the test keeps the underlying race on record
-for the audit store's owners (src/localgate/audit/)."""
+starts; the store must survive it anyway (the migrations take a lock file, the first-use
+row is inserted once)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
 
@@ -32,16 +30,6 @@ AuditStore(database(settings), key, CipherSuite(settings.audit.suite)).close()
 """
 
 
-@pytest.mark.xfail(
-    reason=(
-        "audit/store.py: AuditStore() runs the Alembic upgrade and then inserts audit_meta's "
-        "'suite' row when missing, neither under a lock: processes opening a new store at "
-        "once fail with 'table alembic_version already exists' or 'UNIQUE constraint "
-        "failed: audit_meta.name'. Reported to the audit/ owners; timing-dependent, so it "
-        "may pass"
-    ),
-    strict=False,
-)
 def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {"LOCALGATE_DATA_DIR": str(data), "PATH": "/usr/bin:/bin"}

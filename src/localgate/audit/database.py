@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from localgate.audit.migrate import sqlalchemy_url
+from localgate.sqlitefile import use_wal
 
 __all__ = ["Database", "DatabaseUnavailable", "PostgresDatabase", "SqliteDatabase", "sqlite_at"]
 
@@ -76,7 +77,7 @@ class SqliteDatabase:
             raise DatabaseUnavailable(f"cannot open the SQLite file {path}: {exc}") from exc
         # The timeout first: worker processes opening the file at once wait for each other.
         self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._db)
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:

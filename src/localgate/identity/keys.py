@@ -30,6 +30,7 @@ from typing import Protocol
 from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
 from localgate.exchange.principal import Principal
 from localgate.secret import Secret
+from localgate.sqlitefile import use_wal
 
 __all__ = [
     "LOCALGATE_KEY_PREFIX",
@@ -101,10 +102,10 @@ class SqliteKeyStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         # One connection, used from the event loop thread only; queries are point lookups.
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        # The timeout first: several worker processes open the file at once, and switching
-        # it to WAL or creating the table waits for the others' locks instead of failing.
+        # The timeout first: several worker processes open the file at once, and creating
+        # the table waits for the others' locks instead of failing (WAL: use_wal retries).
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._db)
         self._db.executescript(_SCHEMA)
         self._cache: dict[str, tuple[bytes, Principal | None]] = {}
         self._commits = _CommitWatch(path)
