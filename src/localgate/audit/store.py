@@ -373,14 +373,16 @@ class AuditStore:
         return blob
 
     def _check_suite(self) -> None:
-        # Several processes may open a new store at once: the first insert wins, the others
-        # change nothing, and every one then compares with what is stored.
-        self._db.execute(
-            "INSERT INTO audit_meta (name, value) VALUES ('suite', ?) "
-            "ON CONFLICT (name) DO NOTHING",
-            (self.suite.name,),
-        )
         row = self._db.execute("SELECT value FROM audit_meta WHERE name='suite'").fetchone()
+        if row is None:
+            # Several processes may open a new store at once: the first insert wins, the
+            # others change nothing, and every one then compares with what is stored.
+            self._db.execute(
+                "INSERT INTO audit_meta (name, value) VALUES ('suite', ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (self.suite.name,),
+            )
+            row = self._db.execute("SELECT value FROM audit_meta WHERE name='suite'").fetchone()
         if row is not None and row[0] != self.suite.name:
             raise ValueError(
                 f"the audit log uses the '{row[0]}' suite; the configuration asks for "
