@@ -30,6 +30,16 @@ FONT_STACK = (
     '"PingFang SC", "Microsoft YaHei", "DejaVu Sans", sans-serif'
 )
 
+# Refusals red, failures orange, answers blue and green: the same in every chart.
+OUTCOME_COLOURS = {
+    "forwarded": "#2e6db0",
+    "served from cache": "#5fa55a",
+    "upstream error": "#e0a030",
+    "client disconnected": "#888888",
+    "internal error": "#7b52ab",
+    **dict.fromkeys(sorted(REFUSALS), "#b03a2e"),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Rendering:
@@ -80,7 +90,7 @@ def render_pdf(html: str) -> bytes:
 # -- charts ----------------------------------------------------------------------------
 
 
-def _figure(height: float) -> tuple[Any, Any]:
+def _figure(height: float, *, counts_on: str = "x") -> tuple[Any, Any]:
     from matplotlib.backends.backend_svg import FigureCanvasSVG  # slow to import: only when drawing
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -88,8 +98,8 @@ def _figure(height: float) -> tuple[Any, Any]:
     figure = Figure(figsize=(7.0, height), dpi=72)
     FigureCanvasSVG(figure)
     axes = figure.add_subplot()
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    # Counts are whole numbers; the other axis holds names or days.
+    (axes.xaxis if counts_on == "x" else axes.yaxis).set_major_locator(MaxNLocator(integer=True))
     return figure, axes
 
 
@@ -113,7 +123,7 @@ def _bar_chart(name: str, rows: list[tuple[str, int]], unit: str) -> str | None:
     figure, axes = _figure(0.5 + 0.35 * len(rows))
     labels = [label for label, _ in rows][::-1]
     values = [value for _, value in rows][::-1]
-    colours = ["#b03a2e" if label in REFUSALS else "#2e6db0" for label in labels]
+    colours = [OUTCOME_COLOURS.get(label, "#2e6db0") for label in labels]
     bars = axes.barh(labels, values, color=colours)
     axes.bar_label(bars, padding=3)
     axes.set_xlabel(unit)
@@ -126,15 +136,16 @@ def _day_chart(figures: ReportFigures) -> str | None:
         return None
     days = sorted(figures.by_day)
     outcomes = sorted({name for counts in figures.by_day.values() for name in counts})
-    figure, axes = _figure(2.6)
+    figure, axes = _figure(2.6, counts_on="y")
     bottom = [0] * len(days)
-    palette = ["#2e6db0", "#5fa55a", "#b03a2e", "#e0a030", "#7b52ab", "#888888", "#2aa5a5"]
+    others = ["#7b52ab", "#888888", "#2aa5a5", "#8c6d31"]
     for index, outcome in enumerate(outcomes):
         heights = [figures.by_day[day].get(outcome, 0) for day in days]
-        axes.bar(days, heights, bottom=bottom, label=outcome, color=palette[index % len(palette)])
+        colour = OUTCOME_COLOURS.get(outcome, others[index % len(others)])
+        axes.bar(days, heights, bottom=bottom, label=outcome, color=colour)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     axes.set_ylabel("requests")
-    axes.legend(fontsize=8, frameon=False)
+    axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.spines[["top", "right"]].set_visible(False)
     axes.tick_params(axis="x", labelrotation=45, labelsize=8)
     return _svg(figure, "days")
@@ -154,6 +165,6 @@ def _redaction_chart(rows: list[tuple[str, str, int]]) -> str | None:
         axes.barh(kinds, widths, left=left, label=action, color=palette.get(action, "#888888"))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     axes.set_xlabel("findings")
-    axes.legend(fontsize=8, frameon=False)
+    axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.spines[["top", "right"]].set_visible(False)
     return _svg(figure, "redaction")
