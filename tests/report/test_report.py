@@ -257,7 +257,7 @@ def test_a_tampered_log_shows_as_failed(log: Log, tmp_path: Path) -> None:
     result = log.report(out)
     shown = figures(out.read_text())
 
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # as `audit verify`; the report is written all the same
     assert "VERIFICATION FAILED" in result.output
     assert shown["figure"]["verification"].startswith("FAILED: record 1: modified")
     assert "验证失败 FAILED" in out.read_text()
@@ -303,6 +303,44 @@ def test_a_bad_period_is_refused_clearly(log: Log, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "the period is empty" in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_an_unknown_tenant_is_refused_not_reported_empty(log: Log, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(
+        main,
+        [
+            "audit",
+            "report",
+            "--config",
+            str(log.config),
+            "--tenant",
+            "acmee",
+            "--from",
+            log.day,
+            "--to",
+            log.day,
+            "--out",
+            str(out),
+        ],
+        env={"LOCALGATE_DATA_DIR": str(log.data_dir)},
+    )
+
+    assert result.exit_code == 1
+    assert "knows no tenant 'acmee' (tenants: acme)" in result.output
+    assert not out.exists()
+
+
+def test_a_deleted_tenant_is_reported_as_failed_not_unknown(log: Log, tmp_path: Path) -> None:
+    with sqlite3.connect(log.settings().audit_db_path) as db:
+        for table in ("audit_log", "audit_frontier", "audit_checkpoints"):
+            db.execute(f"DELETE FROM {table} WHERE tenant='acme'")  # noqa: S608 - fixed names
+    out = tmp_path / "r.html"
+
+    result = log.report(out)
+
+    assert result.exit_code == 1
+    assert figures(out.read_text())["figure"]["verification"].startswith("FAILED")
 
 
 def _tool(name: str) -> str:

@@ -327,6 +327,14 @@ class AuditAdmin:
         """The verifier for ``key``, else from the signing key file; None if neither."""
         return self._verifier(key)
 
+    def tenants(self) -> set[str]:
+        """Every tenant the audit store knows (its records, heads, checkpoints)."""
+        reader = self._reader()
+        try:
+            return reader.known_tenants()
+        finally:
+            reader.close()
+
     def data_keys(self, tenant: str) -> list[tuple[str, str, str, str | None]]:
         """(key id, purpose, period, destroyed at) of each data key of ``tenant``; never
         the keys themselves."""

@@ -22,6 +22,7 @@ from localgate.admin.audit import AuditAdmin, AuditVerification
 from localgate.audit.checkpoint import CheckpointError, CheckpointVerifier
 from localgate.audit.records import PURGE_HEADER
 from localgate.audit.verify import TenantReport
+from localgate.errors import NotFound
 
 __all__ = [
     "CheckpointRow",
@@ -246,6 +247,11 @@ def collect(
     verification = admin.verify(tenant, checkpoint_dir, verifier_key)
     verifier = admin.verifier(verifier_key)
     report = next((r for r in verification.reports if r.tenant == tenant), None)
+    if report is not None and report.ok and report.records == 0 and tenant not in admin.tenants():
+        # Neither the store nor a signed tenant list or the anchor knows it: a typing
+        # mistake, not an empty log (a deleted tenant fails verification instead).
+        known = ", ".join(sorted(admin.tenants())) or "none"
+        raise NotFound(f"the audit trail knows no tenant {tenant!r} (tenants: {known})")
     records = list(admin.export(tenant))
     first_of: dict[str, dict[str, Any]] = {}
     request_of: dict[str, dict[str, Any]] = {}

@@ -343,3 +343,5 @@ def report(
         f"{out}: {len(figures.requests)} requests of {tenant}, {first.isoformat()} to "
         f"{last.isoformat()}; log {verdict}"
     )
+    if not figures.verified:
+        sys.exit(1)  # the report is written, and says why; scripts see it as `verify` does
