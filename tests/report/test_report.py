@@ -39,6 +39,7 @@ proxy:
   redaction:
     actions: {CN_RESIDENT_ID: block}
 """
+CHANGED = "    default_action: mask\n"
 PHONES = ("13812345678", "13900001111", "15987654321")
 ID_NUMBER = "110101199003074514"
 PROMPT_WORDS = "话费余额"
@@ -120,6 +121,9 @@ def made(fake_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory) ->
         failed = gateway.generate(ask(f"手机{PHONES[0]}再试一次"))
         assert failed.status_code >= 500
         fake_upstream.reset()
+    # A restart with another policy: the records name a second configuration.
+    with run_gateway(root / "data", fake_upstream.base_url, config=CONFIG + CHANGED) as gateway:
+        assert gateway.generate(ask("customer mail a.b@example.com")).status_code == 200
         settings = gateway.settings
         config = root / "data-config.yaml"
     AuditAdmin(settings).checkpoint()
@@ -153,7 +157,7 @@ def figures(html: str) -> dict[str, Any]:
         },
         **{
             name: {row[0]: int(row[-1]) for row in rows(name)}
-            for name in ("by-outcome", "by-model", "by-route", "by-upstream")
+            for name in ("by-outcome", "by-model", "by-route", "by-upstream", "config-table")
         },
         "redaction": Counter({(row[0], row[1]): int(row[2]) for row in rows("redaction-table")}),
         "refused": sorted(row[0] for row in rows("refused-table")),
@@ -202,6 +206,16 @@ def test_the_figures_are_the_trails(log: Log, tmp_path: Path) -> None:
         i for i in ids if answers[i]["outcome"] == "blocked by policy"
     )
     assert shown["figure"]["verification"] == "OK"
+    configs = list(dict.fromkeys(h["config"] for h in sorted(first.values(), key=_time)))
+    assert len(configs) == 2  # the restart with another policy
+    assert shown["config-table"] == {
+        config: sum(h["config"] == config for h in first.values()) for config in configs
+    }
+    assert list(shown["config-table"]) == configs  # in the order first seen
+
+
+def _time(header: dict[str, Any]) -> str:
+    return str(header["time"])
 
 
 def test_a_period_without_the_traffic_counts_none_of_it(log: Log, tmp_path: Path) -> None:
@@ -235,7 +249,7 @@ def test_nothing_personal_is_in_the_report(log: Log, tmp_path: Path) -> None:
 
     assert made_pdf.exit_code == 0, made_pdf.output
     for text in texts:
-        for secret in (*PHONES, ID_NUMBER, PROMPT_WORDS, "再试一次"):
+        for secret in (*PHONES, ID_NUMBER, PROMPT_WORDS, "再试一次", "a.b@example.com"):
             assert secret not in text
         assert "CN_MOBILE" in text  # the types are there, the values are not
     # Not even the client's address or the end-user and prompt HMACs.
