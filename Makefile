@@ -67,6 +67,7 @@ bench: $(VENV)/.dev
 # The data plane's contract; tests/contract/test_openapi.py holds the committed copy to it.
 openapi: $(VENV)/.runtime
 	$(BIN)/localgate openapi --out docs/openapi/gemini.json
+	$(BIN)/localgate openapi --dialect openai --out docs/openapi/openai.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
