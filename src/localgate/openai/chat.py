@@ -612,3 +612,7 @@ def _tool_result(message: dict[str, Any], where: str, calls: dict[str, str]) -> 
         )
     text = "".join(part["text"] for part in _text_parts(message.get("content"), f"{where}.content"))
     return {"functionResponse": {"name": calls[call_id], "response": {"content": text}}}
+
+
+# For the contract (openai/openapi.py): which fields each role's message may carry.
+MESSAGE_FIELDS = _MESSAGE_FIELDS

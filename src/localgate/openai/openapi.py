@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from localgate import __version__
-from localgate.openai.chat import CHAT_PARAMETERS, REASONING_EFFORTS
+from localgate.openai.chat import CHAT_PARAMETERS, MESSAGE_FIELDS, REASONING_EFFORTS
 from localgate.openai.embeddings import EMBEDDING_PARAMETERS, MAX_INPUTS
 
 __all__ = ["BASES", "openai_document"]
@@ -45,20 +45,85 @@ _CHAT_SCHEMAS: dict[str, Any] = {
     "response_format": {"type": "object"},
     "max_tokens": {"type": "integer", "minimum": 1},
     "max_completion_tokens": {"type": "integer", "minimum": 1},
-    "temperature": {"type": "number"},
-    "top_p": {"type": "number"},
+    "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+    "top_p": {"type": "number", "minimum": 0, "maximum": 1},
     "stop": {"oneOf": [{"type": "string"}, _STRING_LIST]},
-    "n": {"type": "integer", "minimum": 1},
+    "n": {"type": "integer", "minimum": 1, "maximum": 8},
     "seed": {"type": "integer"},
     "logprobs": {"type": "boolean"},
-    "top_logprobs": {"type": "integer", "minimum": 0},
+    "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
     "reasoning_effort": {"type": "string", "enum": list(REASONING_EFFORTS)},
     "user": {"type": "string"},
-    "presence_penalty": {"type": "number"},
-    "frequency_penalty": {"type": "number"},
-    "store": {"type": "boolean", "description": "`true` is refused: nothing is stored."},
-    "modalities": {**_STRING_LIST, "description": 'Only `["text"]`.'},
+    "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+    "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+    "store": {"const": False, "description": "`true` is refused: nothing is stored."},
+    "modalities": {"const": ["text"], "description": "Only text output."},
 }
+# stream_options is refused without stream: true.
+_DEPENDENT = {"stream_options": {"properties": {"stream": {"const": True}}, "required": ["stream"]}}
+_TEXT_PART = {
+    "type": "object",
+    "properties": {"type": {"const": "text"}, "text": {"type": "string", "minLength": 1}},
+    "required": ["type", "text"],
+}
+_CONTENT = {
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "minItems": 1, "items": _TEXT_PART},
+    ],
+    "description": "Text, or parts: `text`, and on user messages `image_url` and "
+    "`input_audio` (docs/openai.md).",
+}
+_MESSAGE_PROPERTIES: dict[str, Any] = {
+    "content": _CONTENT,
+    "tool_calls": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "type": {"const": "function"},
+                "function": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "arguments": {
+                            "type": "string",
+                            "description": "The arguments as a JSON object's text.",
+                        },
+                    },
+                    "required": ["name"],
+                },
+            },
+            "required": ["id", "function"],
+        },
+    },
+    "refusal": {"type": ["string", "null"]},
+    "extra_content": {"type": "object"},
+    "tool_call_id": {
+        "type": "string",
+        "description": "The id of a tool call of an earlier assistant message in `messages`.",
+    },
+}
+
+
+def _message(role: str, fields: frozenset[str]) -> dict[str, Any]:
+    """One role's message: exactly the fields the door accepts on it."""
+    missing = sorted(fields - {"role"} - set(_MESSAGE_PROPERTIES))
+    if missing:
+        raise RuntimeError(f"the OpenAI contract has no schema for message fields {missing}")
+    properties: dict[str, Any] = {"role": {"const": role}}
+    properties.update({name: _MESSAGE_PROPERTIES[name] for name in sorted(fields - {"role"})})
+    if role == "assistant":
+        properties["content"] = {"oneOf": [_CONTENT, {"type": "null"}]}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["role"] if role == "assistant" else ["role", "content"],
+        "additionalProperties": False,
+    }
+
+
 _EMBEDDING_SCHEMAS: dict[str, Any] = {
     "model": {"type": "string", "pattern": _MODEL_PATTERN},
     "input": {
@@ -121,6 +186,7 @@ def _request(schemas: dict[str, Any], names: frozenset[str], required: list[str]
         "properties": {name: schemas[name] for name in sorted(names)},
         "required": required,
         "additionalProperties": False,
+        **({"dependentSchemas": _DEPENDENT} if "stream_options" in names else {}),
         "description": "Any other parameter is refused with 400 `unsupported_parameter` "
         "(unless the operator sets `openai.drop_unsupported`).",
     }
@@ -154,7 +220,12 @@ def _document() -> dict[str, Any]:
                 "EmbeddingsRequest": _request(
                     _EMBEDDING_SCHEMAS, EMBEDDING_PARAMETERS, ["input", "model"]
                 ),
-                "ChatMessage": _CHAT_MESSAGE,
+                "ChatMessage": {
+                    "oneOf": [
+                        _message(str(role), fields)
+                        for role, fields in sorted(MESSAGE_FIELDS.items())
+                    ]
+                },
                 "ChatCompletion": _CHAT_COMPLETION,
                 "ChatCompletionChunk": _CHAT_COMPLETION_CHUNK,
                 "EmbeddingList": _EMBEDDING_LIST,
@@ -280,15 +351,6 @@ _ERROR = _object(
         )
     },
     ["error"],
-)
-_CHAT_MESSAGE = _object(
-    {
-        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-        "content": {"type": ["string", "array", "null"]},
-        "tool_calls": _array({"type": "object"}),
-        "tool_call_id": {"type": "string"},
-    },
-    ["role"],
 )
 _USAGE = _object(
     {
