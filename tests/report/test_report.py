@@ -218,6 +218,18 @@ def _time(header: dict[str, Any]) -> str:
     return str(header["time"])
 
 
+def test_the_page_names_its_chinese_fonts_in_css_that_parses(log: Log, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    log.report(out)
+
+    style = out.read_text().split("<style>", 1)[1].split("</style>", 1)[0]
+
+    assert '"WenQuanYi Zen Hei"' in style
+    assert '"Noto Sans CJK SC"' in style
+    assert "&#34;" not in style  # HTML escapes are not decoded in CSS
+    assert "&quot;" not in style
+
+
 def test_a_period_without_the_traffic_counts_none_of_it(log: Log, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
 

@@ -22,13 +22,8 @@ from localgate.admin.audit_report import REFUSALS, ReportFigures
 
 __all__ = ["Rendering", "render_html", "render_pdf"]
 
-# The families a reader's system is likely to have for Chinese, then a generic fallback;
-# the PDF renderer needs one of them installed (Debian: fonts-noto-cjk or fonts-wqy-zenhei).
-TEMPLATE = "audit_report.html.j2"  # beside this module
-FONT_STACK = (
-    '"Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei", '
-    '"PingFang SC", "Microsoft YaHei", "DejaVu Sans", sans-serif'
-)
+TEMPLATE = "audit_report.html.j2"  # beside this module; it names the fonts, Chinese first
+
 
 # Refusals red, failures orange, answers blue and green: the same in every chart.
 OUTCOME_COLOURS = {
@@ -60,7 +55,6 @@ def render_html(figures: ReportFigures, rendering: Rendering) -> str:
     return template.render(
         f=figures,
         r=rendering,
-        font_stack=FONT_STACK,
         outcomes=outcomes,
         refusals=REFUSALS,
         refused=figures.refused(),
