@@ -10,6 +10,7 @@ import pytest
 
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_report import collect
+from localgate.admin.audit_report_html import Rendering, render_html
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore
@@ -101,3 +102,21 @@ def test_a_missing_anchor_fails_the_report(tmp_path: Path, monkeypatch: pytest.M
 
     assert not figures.verified
     assert figures.anchor.startswith("FAILED")
+
+
+def test_hostile_values_in_records_are_text_not_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whoever writes the database (or a future field) must not put script into the page.
+    hostile = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+    with _trail(tmp_path, monkeypatch, "sqlite") as trail:
+        write(trail, "acme", [("forwarded", hostile, {hostile: {"mask": 1}})])
+        admin = AuditAdmin(trail.settings)
+        now = datetime.now(UTC)
+        figures = collect(admin, "acme", now - timedelta(days=1), now + timedelta(days=1))
+
+    html = render_html(figures, Rendering("localgate audit report", "test", now))
+
+    assert "<script>" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
