@@ -120,3 +120,21 @@ def test_hostile_values_in_records_are_text_not_markup(
     assert "<script>" not in html
     assert "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_long_list_of_refusals_is_cut_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _trail(tmp_path, monkeypatch, "sqlite") as trail:
+        write(trail, "acme", [("blocked by policy", "models/a", {})] * 3)
+        admin = AuditAdmin(trail.settings)
+        now = datetime.now(UTC)
+        figures = collect(admin, "acme", now - timedelta(days=1), now + timedelta(days=1))
+    monkeypatch.setattr("localgate.admin.audit_report_html.REFUSALS_LISTED", 2)
+
+    html = render_html(figures, Rendering("localgate audit report", "test", now))
+
+    table = html.split('id="refused-table"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<code>acme-") == 2
+    assert "The first 2 of 3" in html
+    assert 'data-figure="blocked">3<' in html  # the count is complete

@@ -22,6 +22,8 @@ from localgate.admin.audit_report import REFUSALS, ReportFigures
 
 __all__ = ["Rendering", "render_html", "render_pdf"]
 
+# A period with very many refusals lists this many (the counts are complete regardless).
+REFUSALS_LISTED = 500
 TEMPLATE = "audit_report.html.j2"  # beside this module; it names the fonts, Chinese first
 
 
@@ -58,6 +60,7 @@ def render_html(figures: ReportFigures, rendering: Rendering) -> str:
         outcomes=outcomes,
         refusals=REFUSALS,
         refused=figures.refused(),
+        listed=REFUSALS_LISTED,
         blocked=sum(n for name, n in outcomes if name in REFUSALS),
         redaction=redaction,
         findings=sum(n for _, _, n in redaction),
