@@ -30,6 +30,7 @@ from localgate.openai.errors import InvalidParameter
 
 __all__ = [
     "CHAT_PARAMETERS",
+    "MESSAGE_FIELDS",
     "REASONING_EFFORTS",
     "ChatRequest",
     "model_name",
