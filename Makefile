@@ -36,6 +36,15 @@ tools:
 		 apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
 		 (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) >/dev/null 2>&1) || \
 		echo "note: could not install promtool (Debian: apt-get install prometheus); alert-rule tests are skipped"
+	@# The auditor's report: WeasyPrint needs Pango and a CJK font for the PDF; its rendering
+	@# test opens the HTML in headless Chromium and turns the PDF into images (pdftoppm).
+	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null && \
+		ldconfig -p | grep -q libpangoft2-1.0 && fc-list :lang=zh | grep -q . || \
+		(export DEBIAN_FRONTEND=noninteractive; \
+		 PKGS="chromium poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-wqy-zenhei"; \
+		 apt-get install -y -qq --no-install-recommends $$PKGS >/dev/null 2>&1 || \
+		 (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$PKGS) >/dev/null 2>&1) || \
+		echo "note: could not install chromium, poppler-utils, Pango or a CJK font; the report's PDF and rendering tests need them"
 
 test: lint tools
 	$(BIN)/pytest
@@ -60,6 +69,7 @@ bench: $(VENV)/.dev
 # The data plane's contract; tests/contract/test_openapi.py holds the committed copy to it.
 openapi: $(VENV)/.runtime
 	$(BIN)/localgate openapi --out docs/openapi/gemini.json
+	$(BIN)/localgate openapi --dialect openai --out docs/openapi/openai.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -318,6 +318,60 @@ class AuditAdmin:
         finally:
             reader.close()
 
+    # -- the auditor's report (admin/audit_report.py) -----------------------------------
+
+    @property
+    def log_name(self) -> str:
+        """The name the signer gives this gateway's log."""
+        return self._settings.audit.log_name
+
+    def suite(self) -> str:
+        """The cipher suite of the audit store (standard, or sm)."""
+        reader = self._reader()
+        try:
+            return _suite(reader).name
+        finally:
+            reader.close()
+
+    def verifier(self, key: str | None = None) -> CheckpointVerifier | None:
+        """The verifier for ``key``, else from the signing key file; None if neither."""
+        return self._verifier(key)
+
+    def tenants(self) -> set[str]:
+        """Every tenant the audit store knows (its records, heads, checkpoints)."""
+        reader = self._reader()
+        try:
+            return reader.known_tenants()
+        finally:
+            reader.close()
+
+    def data_keys(self, tenant: str) -> list[tuple[str, str, str, str | None]]:
+        """(key id, purpose, period, destroyed at) of each data key of ``tenant``; never
+        the keys themselves."""
+        reader = self._reader()
+        try:
+            rows = reader.db.execute(
+                "SELECT key_id, purpose, period, destroyed_at FROM audit_keys WHERE tenant=? "
+                "ORDER BY period, purpose, key_id",
+                (tenant,),
+            ).fetchall()
+        finally:
+            reader.close()
+        return [(str(k), str(p), str(d), None if t is None else str(t)) for k, p, d, t in rows]
+
+    def purged_times(self, tenant: str) -> list[str]:
+        """The ``recorded_at`` column of each record whose metadata was purged (the only
+        time left of it; unverified, since the header it copied is gone)."""
+        reader = self._reader()
+        try:
+            rows = reader.db.execute(
+                "SELECT recorded_at FROM audit_log WHERE tenant=? AND header IS NULL ORDER BY seq",
+                (tenant,),
+            ).fetchall()
+        finally:
+            reader.close()
+        return [str(row[0]) for row in rows]
+
     # -- maintaining -----------------------------------------------------------------
 
     def checkpoint(self) -> list[SignedHead]:

@@ -17,7 +17,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from localgate.app.drain import Drain
 from localgate.app.hangup import ReloadOnHangup
-from localgate.app.operations import OPERATIONS, healthz, metrics, openapi, readyz
+from localgate.app.operations import (
+    OPERATIONS,
+    healthz,
+    metrics,
+    openai_openapi,
+    openapi,
+    readyz,
+)
 from localgate.app.vector import VectorLayer, needs_vector_layer
 from localgate.app.worker import WorkerSlot
 from localgate.audit.trail import AuditTrail
@@ -217,6 +224,7 @@ def create_app(
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
+            Route("/openapi/openai.json", openai_openapi, methods=["GET"]),
             Mount("/", app=endpoint),
         ],
         lifespan=lifespan,

@@ -19,14 +19,15 @@ from localgate.gemini.openapi import openapi_document
 from localgate.identity import KeyStore
 from localgate.observability.host import HostMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
+from localgate.openai.openapi import openai_document
 from localgate.policy import ConfigReloader
 from localgate.upstream import Router
 from localgate.upstream.base import Catalogued
 
-__all__ = ["OPERATIONS", "healthz", "metrics", "openapi", "readyz"]
+__all__ = ["OPERATIONS", "healthz", "metrics", "openai_openapi", "openapi", "readyz"]
 
 # The paths of the routes below.
-OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
+OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/openapi/openai.json"})
 
 
 async def healthz(request: Request) -> Response:
@@ -136,6 +137,11 @@ def _config_detail(reloader: ConfigReloader) -> dict[str, Any]:
 async def openapi(request: Request) -> Response:
     """The data plane's OpenAPI document (no key needed: it holds no tenant data)."""
     return JSONResponse(openapi_document())
+
+
+async def openai_openapi(request: Request) -> Response:
+    """The OpenAI-compatible routes' OpenAPI document (no key needed either)."""
+    return JSONResponse(openai_document())
 
 
 async def metrics(request: Request) -> Response:

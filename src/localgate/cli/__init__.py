@@ -361,11 +361,20 @@ def redact(
     default=None,
     help="Write the document to this file (default: print it).",
 )
-def openapi(out: Path | None) -> None:
+@click.option(
+    "--dialect",
+    type=click.Choice(["gemini", "openai"]),
+    default="gemini",
+    help="gemini: the Gemini routes (/openapi.json); openai: the OpenAI-compatible routes "
+    "(/openapi/openai.json).",
+)
+def openapi(out: Path | None, dialect: str) -> None:
     """Print the data plane's OpenAPI 3.1 document (as served at /openapi.json)."""
     from localgate.gemini.openapi import openapi_document
+    from localgate.openai.openapi import openai_document
 
-    text = json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    document = openai_document() if dialect == "openai" else openapi_document()
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if out is None:
         click.echo(text, nl=False)
         return

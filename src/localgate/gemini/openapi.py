@@ -410,4 +410,17 @@ _OPERATIONS_PATHS: dict[str, Any] = {
             },
         }
     },
+    "/openapi/openai.json": {
+        "get": {
+            "operationId": "openapi_openai",
+            "summary": "The OpenAI-compatible routes' document (docs/openapi/openai.json)",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "The OpenAPI document.",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                }
+            },
+        }
+    },
 }

@@ -28,7 +28,14 @@ import orjson
 
 from localgate.openai.errors import InvalidParameter
 
-__all__ = ["ChatRequest", "model_name", "translate_chat_request"]
+__all__ = [
+    "CHAT_PARAMETERS",
+    "MESSAGE_FIELDS",
+    "REASONING_EFFORTS",
+    "ChatRequest",
+    "model_name",
+    "translate_chat_request",
+]
 
 # The parameters of chat completions, and what becomes of each: "map" (translated),
 # "ignore" (accepted, no effect on the answer: documented) or "refuse" (a 400 unless
@@ -60,11 +67,14 @@ _SUPPORTED = frozenset(
         "modalities",
     }
 )
+# The names, for the contract (openai/openapi.py): each must have a schema there.
+CHAT_PARAMETERS = _SUPPORTED
 # A model name: what Google's names use, as on the native routes (gemini.routes).
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)(?:;[^,;]*)*;base64,(?P<data>.*)", re.S)
 _AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mp3"}
 _THINKING_BUDGETS = {"none": 0, "minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
+REASONING_EFFORTS = tuple(_THINKING_BUDGETS)  # for the contract
 _THINKING_LEVELS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium"}
 
 
@@ -603,3 +613,7 @@ def _tool_result(message: dict[str, Any], where: str, calls: dict[str, str]) -> 
         )
     text = "".join(part["text"] for part in _text_parts(message.get("content"), f"{where}.content"))
     return {"functionResponse": {"name": calls[call_id], "response": {"content": text}}}
+
+
+# For the contract (openai/openapi.py): which fields each role's message may carry.
+MESSAGE_FIELDS = _MESSAGE_FIELDS

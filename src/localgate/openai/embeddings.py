@@ -15,6 +15,8 @@ from localgate.openai.chat import model_name
 from localgate.openai.errors import InvalidParameter
 
 __all__ = [
+    "EMBEDDING_PARAMETERS",
+    "MAX_INPUTS",
     "EmbeddingsRequest",
     "embeddings_answer",
     "model_answer",
@@ -25,6 +27,9 @@ __all__ = [
 _EMBEDDING_FIELDS = frozenset({"model", "input", "encoding_format", "dimensions", "user"})
 # The most inputs one batchEmbedContents request takes.
 _MAX_INPUTS = 100
+# For the contract (openai/openapi.py).
+EMBEDDING_PARAMETERS = _EMBEDDING_FIELDS
+MAX_INPUTS = _MAX_INPUTS
 
 
 class EmbeddingsRequest:
