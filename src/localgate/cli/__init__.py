@@ -32,6 +32,11 @@ PID_FILE = "localgate.pid"
 # each group pays only for the service it calls.
 # name -> (module, attribute, the one-line help shown in `localgate --help`)
 _LAZY_GROUPS = {
+    "admin": (
+        "localgate.cli.admin",
+        "admin",
+        "The admin API's operators: API tokens and local users, with their roles.",
+    ),
     "keys": ("localgate.cli.keys", "keys", "Create, list and revoke tenant API keys."),
     "tenants": (
         "localgate.cli.tenants",
@@ -109,7 +114,15 @@ def main() -> None:
 @config_option
 @click.option("--host", default=None, help="Address to listen on (default: server.host).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: server.port).")
-def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--admin-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port of the admin API (default: admin.port); 0 turns it off.",
+)
+def serve(
+    config_path: Path | None, host: str | None, port: int | None, admin_port: int | None
+) -> None:
     """Run the gateway."""
 
     import uvicorn
@@ -159,7 +172,16 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         **tls_server_options(tls),
     )
     server = DrainingServer(config, drain, settings.server.drain_delay_s)
-    server.run()
+    from localgate.adminapi.listener import AdminListenerError, admin_listener, run_beside
+
+    try:
+        admin = admin_listener(
+            settings, source, admin_port, tls_server_options(tls), data_port=bind_port
+        )
+    except AdminListenerError as exc:
+        click.echo(f"localgate: cannot start: {exc}", err=True)
+        sys.exit(1)
+    run_beside(server, admin)
     if not server.started:
         sys.exit(3)  # the port in use, the app's start-up failed: logged above
 

@@ -15,6 +15,7 @@ nothing is half-applied. Environment variables override the file:
 
 from __future__ import annotations
 
+from localgate.config.admin import AdminSettings
 from localgate.config.audit import AuditSettings
 from localgate.config.limits import LimitSettings, LimitsSettings, Priority, TenantLimitSettings
 from localgate.config.loading import (
@@ -82,6 +83,7 @@ __all__ = [
     "ENV_UPSTREAM_KEY",
     "ENV_UPSTREAM_URL",
     "Action",
+    "AdminSettings",
     "AuditSettings",
     "Authentication",
     "CacheSettings",

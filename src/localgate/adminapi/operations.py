@@ -1,0 +1,618 @@
+"""The admin API's operations: each parses nothing itself, calls one admin service, and
+records in the admin-action trail, before acting, every change and every decryption."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from localgate import __version__
+from localgate.admin.audit_search import AuditQuery
+from localgate.admin.cache import CacheAdmin
+from localgate.admin.operators import Role
+from localgate.admin.tenants import TenantAdmin
+from localgate.adminapi.models import (
+    AuditRecordOut,
+    AuditSearchParams,
+    AuditSearchResult,
+    CacheParams,
+    CacheStatsOut,
+    CheckpointOut,
+    CheckpointsOut,
+    CheckpointsParams,
+    ClearedOut,
+    ConfigOut,
+    DecryptedOut,
+    DecryptedRecord,
+    DecryptRequest,
+    Finding,
+    KeyCreate,
+    KeyCreated,
+    KeyList,
+    LoginRequest,
+    LoginResult,
+    Ok,
+    ProofOut,
+    ProofParams,
+    RecordsOut,
+    RedactRequest,
+    RedactResult,
+    SignedOut,
+    TenantList,
+    TenantVerification,
+    TokenList,
+    UserList,
+    VerifyOut,
+    VerifyParams,
+    WhoAmI,
+)
+from localgate.adminapi.permissions import Permission
+from localgate.adminapi.routing import SESSION_COOKIE, Call, Operation
+from localgate.errors import (
+    LocalgateError,
+    NotFound,
+    ResourceExhausted,
+    Unauthenticated,
+)
+from localgate.policy.snapshot import config_hash
+from localgate.redaction.session import PolicyBlocked
+from localgate.redaction.stage import build_detector, new_session
+
+__all__ = ["OPERATIONS"]
+
+
+# -- who -------------------------------------------------------------------------------
+
+
+async def whoami(call: Call) -> WhoAmI:
+    """The caller."""
+    op = call.operator
+    return WhoAmI(name=op.name, role=op.role, tenant=op.tenant, via=call.via)
+
+
+async def login(call: Call) -> LoginResult:
+    """Check a user's password (throttled per user and address); open a session."""
+    services, body = call.services, call.body
+    address = call.request.client.host if call.request.client else "-"
+    wait = services.throttle.retry_after(body.name, address)
+    if wait is not None:
+        raise ResourceExhausted(
+            "Too many failed logins; try again later.", {"retry-after": str(int(wait) + 1)}
+        )
+    user = await services.in_store_thread(
+        services.operators.check_password, body.name, body.password
+    )
+    if user is None:
+        services.throttle.failed(body.name, address)
+        raise Unauthenticated("The user name or password is not right.")
+    services.throttle.succeeded(body.name, address)
+    opened = services.sessions.open(user)
+    secure = "; Secure" if call.request.url.scheme == "https" else ""
+    call.response_headers["set-cookie"] = (
+        f"{SESSION_COOKIE}={opened.session_id}; Path=/admin/; HttpOnly; SameSite=Strict; "
+        f"Max-Age={int(services.sessions.ttl_s)}{secure}"
+    )
+    return LoginResult(
+        name=body.name,
+        role=user.role,
+        tenant=user.tenant,
+        csrf_token=opened.session.csrf_token,
+        expires_at=datetime.fromtimestamp(opened.session.expires_at, UTC),
+    )
+
+
+async def logout(call: Call) -> Ok:
+    """End the caller's session (a token has none: nothing to do)."""
+    session_id = call.request.cookies.get(SESSION_COOKIE)
+    if session_id:
+        call.services.sessions.close(session_id)
+    call.response_headers["set-cookie"] = (
+        f"{SESSION_COOKIE}=; Path=/admin/; HttpOnly; SameSite=Strict; Max-Age=0"
+    )
+    return Ok()
+
+
+# -- tenants and keys ------------------------------------------------------------------
+
+
+def _tenants(call: Call) -> TenantAdmin:
+    return TenantAdmin(call.services.settings, call.services.keys)
+
+
+async def list_tenants(call: Call) -> TenantList:
+    """Tenants (a tenant-admin's own only)."""
+    tenants = await call.services.in_store_thread(lambda: _tenants(call).list())
+    if call.operator.role is Role.TENANT_ADMIN:
+        tenants = [t for t in tenants if t.name == call.operator.tenant]
+    return TenantList(tenants=tenants)
+
+
+async def get_tenant(call: Call) -> TenantList:
+    """One tenant and its effective policy."""
+    name = call.scope(call.path["tenant"])
+    tenant = await call.services.in_store_thread(lambda: _tenants(call).get(name))
+    return TenantList(tenants=[tenant])
+
+
+async def list_keys(call: Call) -> KeyList:
+    """A tenant's keys."""
+    tenant = call.scope(call.path["tenant"])
+    return KeyList(keys=await call.services.in_store_thread(call.services.keys.list, tenant))
+
+
+async def create_key(call: Call) -> KeyCreated:
+    """A new key for a tenant."""
+    tenant = call.scope(call.path["tenant"])
+    await call.record("key.create", target={"tenant": tenant, "label": call.body.label})
+    issued = await call.services.in_store_thread(call.services.keys.create, tenant, call.body.label)
+    return KeyCreated(tenant=issued.tenant, key_id=issued.key_id, key=issued.key.reveal())
+
+
+async def revoke_key(call: Call) -> Ok:
+    """Revoke a key; a tenant-admin's key ids outside its tenant are "not found"."""
+    key_id = call.path["key_id"]
+    keys = await call.services.in_store_thread(call.services.keys.list, None)
+    owner = next((k.tenant for k in keys if k.key_id == key_id), None)
+    if owner is None or (call.operator.role is Role.TENANT_ADMIN and owner != call.operator.tenant):
+        raise NotFound(f"no key with id {key_id}")
+    await call.record("key.revoke", target={"tenant": owner, "key_id": key_id})
+    await call.services.in_store_thread(call.services.keys.revoke, key_id)
+    return Ok()
+
+
+# -- audit -----------------------------------------------------------------------------
+
+
+async def search_audit(call: Call) -> AuditSearchResult:
+    """Records matching the query, a page at a time."""
+    q: AuditSearchParams = call.query
+    after = (q.after_tenant, q.after_seq) if q.after_tenant and q.after_seq is not None else None
+    query = AuditQuery(
+        tenant=q.tenant,
+        since=q.since,
+        until=q.until,
+        request_id=q.request_id,
+        trace_id=q.trace_id,
+        outcome=q.outcome,
+        model=q.model,
+        kind=q.kind,
+        after=after,
+        limit=q.limit,
+    )
+    found = await call.services.in_thread(call.services.search.search, query)
+    records = [AuditRecordOut(**vars_of(r)) for r in found]
+    following = None
+    if len(found) == q.limit:
+        following = {"after_tenant": found[-1].tenant, "after_seq": found[-1].seq}
+    return AuditSearchResult(records=records, next=following)
+
+
+def vars_of(record: Any) -> dict[str, Any]:
+    """A slotted dataclass's fields."""
+    return {name: getattr(record, name) for name in record.__dataclass_fields__}
+
+
+async def request_records(call: Call) -> RecordsOut:
+    """The metadata of a request's records."""
+    found = await call.services.in_thread(
+        lambda: call.services.audit.records(call.path["request_id"])
+    )
+    return RecordsOut(
+        records=[
+            AuditRecordOut(
+                tenant=r.tenant,
+                seq=r.seq,
+                kind=str(r.header.get("kind", "")),
+                request_id=str(r.header.get("request_id", call.path["request_id"])),
+                header=r.header,
+            )
+            for r in found
+        ]
+    )
+
+
+async def decrypt_request(call: Call) -> DecryptedOut:
+    """A request's decrypted records; the access is recorded, with its reason, first."""
+    request_id = call.path["request_id"]
+    audit = call.services.audit
+    found = await call.services.in_thread(audit.records, request_id)
+    await call.record(
+        "audit.decrypt",
+        target={"request_id": request_id, "tenants": sorted({r.tenant for r in found})},
+        reason=call.body.reason,
+    )
+    try:
+        records = await call.services.in_thread(lambda: audit.records(request_id, decrypt=True))
+    except LocalgateError as exc:
+        await call.record("audit.decrypt", target={"request_id": request_id}, outcome=exc.status)
+        raise
+    return DecryptedOut(
+        records=[
+            DecryptedRecord(
+                tenant=r.tenant,
+                seq=r.seq,
+                header=r.header,
+                payload=r.decrypted.get("payload"),
+                original_prompt=r.decrypted.get("original_prompt"),
+            )
+            for r in records
+        ]
+    )
+
+
+async def prove_request(call: Call) -> ProofOut:
+    """An inclusion proof of one of a request's records."""
+    proof = await call.services.in_thread(
+        call.services.audit.prove, call.path["request_id"], call.query.kind
+    )
+    return ProofOut(
+        suite=proof.suite,
+        tenant=proof.tenant,
+        seq=proof.seq,
+        header=base64.b64encode(proof.header).decode(),
+        checkpoint=proof.checkpoint,
+        proof=[base64.b64encode(node).decode() for node in proof.proof],
+    )
+
+
+async def verify_audit(call: Call) -> VerifyOut:
+    """Verify every log (or one tenant's) as ``localgate audit verify`` does."""
+    result = await call.services.in_thread(call.services.audit.verify, call.query.tenant)
+    return VerifyOut(
+        ok=result.ok,
+        signatures_checked=result.signatures_checked,
+        anchor_missing=result.anchor_missing,
+        anchor_problems=result.anchor_problems,
+        tenants=[
+            TenantVerification(
+                tenant=r.tenant,
+                ok=r.ok,
+                records=r.records,
+                checkpoints=r.checkpoints,
+                problem=str(r.problem) if r.problem else None,
+                warnings=r.warnings,
+            )
+            for r in result.reports
+        ],
+    )
+
+
+async def list_checkpoints(call: Call) -> CheckpointsOut:
+    """Signed checkpoints."""
+    found = await call.services.in_thread(call.services.search.checkpoints, call.query.tenant)
+    return CheckpointsOut(checkpoints=[CheckpointOut(**vars_of(c)) for c in found])
+
+
+async def sign_checkpoints(call: Call) -> SignedOut:
+    """Sign the head of every log that grew (the admin trail's own record included)."""
+    await call.record("audit.checkpoint")
+    signed = await call.services.in_thread(call.services.audit.checkpoint)
+    return SignedOut(signed=[CheckpointOut(tenant=s.tenant, size=s.size, note="") for s in signed])
+
+
+# -- cache, configuration, redaction ---------------------------------------------------
+
+
+async def cache_stats(call: Call) -> CacheStatsOut:
+    """What the answer cache holds."""
+
+    def stats() -> Any:
+        with CacheAdmin.open(call.services.settings) as admin:
+            return admin.stats(call.query.tenant)
+
+    return CacheStatsOut(caches=await call.services.in_thread(stats))
+
+
+async def clear_cache(call: Call) -> ClearedOut:
+    """Drop cached answers (of one tenant, or all)."""
+    await call.record("cache.clear", target={"tenant": call.query.tenant})
+
+    def clear() -> Any:
+        with CacheAdmin.open(call.services.settings) as admin:
+            return admin.clear(call.query.tenant)
+
+    dropped = await call.services.in_thread(clear)
+    return ClearedOut(collections=[info.name for info in dropped])
+
+
+async def show_config(call: Call) -> ConfigOut:
+    """The configuration's hash (as audit records name it) and its file."""
+    services = call.services
+    return ConfigOut(
+        localgate_version=__version__,
+        hash=config_hash(services.settings),
+        source=str(services.source) if services.source else None,
+    )
+
+
+async def redact(call: Call) -> RedactResult:
+    """What ``localgate redact`` shows: what would be sent, and the findings."""
+    settings = call.services.settings
+    tenant = call.body.tenant
+    policy = settings.redaction_for(tenant) if tenant else settings.proxy.redaction
+    detector = call.services.detectors.get(tenant)
+    if detector is None:
+        detector = await call.services.in_thread(build_detector, settings, policy)
+        call.services.detectors[tenant] = detector
+
+    def run() -> RedactResult:
+        session = new_session(settings, policy, detector)
+        findings = [
+            Finding(
+                type=f.type,
+                start=f.start,
+                end=f.end,
+                action=session.action_for(f.type),
+                score=f.score,
+            )
+            for f in detector.detect(call.body.text)
+        ]
+        try:
+            sent = session.redact(call.body.text, "text")
+        except PolicyBlocked as exc:
+            return RedactResult(sent=None, blocked=True, message=exc.message, findings=findings)
+        return RedactResult(sent=sent, blocked=False, message=None, findings=findings)
+
+    return await call.services.in_thread(run)
+
+
+# -- operators -------------------------------------------------------------------------
+
+
+async def list_tokens(call: Call) -> TokenList:
+    """Admin tokens."""
+    return TokenList(
+        tokens=await call.services.in_store_thread(call.services.operators.list_tokens)
+    )
+
+
+async def revoke_token(call: Call) -> Ok:
+    """Revoke an admin token."""
+    token_id = call.path["token_id"]
+    await call.record("token.revoke", target={"token_id": token_id})
+    await call.services.in_store_thread(call.services.operators.revoke_token, token_id)
+    return Ok()
+
+
+async def list_users(call: Call) -> UserList:
+    """Local users."""
+    return UserList(users=await call.services.in_store_thread(call.services.operators.list_users))
+
+
+async def disable_user(call: Call) -> Ok:
+    """Disable a local user; their sessions end."""
+    name = call.path["name"]
+    await call.record("user.disable", target={"user": name})
+    await call.services.in_store_thread(call.services.operators.disable_user, name)
+    return Ok()
+
+
+P = Permission
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET", "/whoami", "whoami", "Show the caller.", P.WHOAMI, whoami, WhoAmI, tag="session"
+    ),
+    Operation(
+        "POST",
+        "/session",
+        "login",
+        "Log in.",
+        P.WHOAMI,
+        login,
+        LoginResult,
+        body=LoginRequest,
+        tag="session",
+        public=True,
+    ),
+    Operation("DELETE", "/session", "logout", "Log out.", P.WHOAMI, logout, Ok, tag="session"),
+    Operation(
+        "GET",
+        "/tenants",
+        "listTenants",
+        "List tenants.",
+        P.TENANTS_READ,
+        list_tenants,
+        TenantList,
+        tag="tenants",
+    ),
+    Operation(
+        "GET",
+        "/tenants/{tenant}",
+        "getTenant",
+        "Show a tenant.",
+        P.TENANTS_READ,
+        get_tenant,
+        TenantList,
+        tag="tenants",
+    ),
+    Operation(
+        "GET",
+        "/tenants/{tenant}/keys",
+        "listKeys",
+        "List keys.",
+        P.KEYS_READ,
+        list_keys,
+        KeyList,
+        tag="keys",
+    ),
+    Operation(
+        "POST",
+        "/tenants/{tenant}/keys",
+        "createKey",
+        "Create keys.",
+        P.KEYS_WRITE,
+        create_key,
+        KeyCreated,
+        body=KeyCreate,
+        tag="keys",
+    ),
+    Operation(
+        "DELETE",
+        "/keys/{key_id}",
+        "revokeKey",
+        "Revoke keys.",
+        P.KEYS_WRITE,
+        revoke_key,
+        Ok,
+        tag="keys",
+    ),
+    Operation(
+        "GET",
+        "/audit/records",
+        "searchAudit",
+        "Search the audit trail.",
+        P.AUDIT_READ,
+        search_audit,
+        AuditSearchResult,
+        query=AuditSearchParams,
+        tag="audit",
+    ),
+    Operation(
+        "GET",
+        "/audit/requests/{request_id}",
+        "getRequestRecords",
+        "Read audit metadata.",
+        P.AUDIT_READ,
+        request_records,
+        RecordsOut,
+        tag="audit",
+    ),
+    Operation(
+        "POST",
+        "/audit/requests/{request_id}/decrypt",
+        "decryptRequest",
+        "Decrypt audit payloads.",
+        P.AUDIT_DECRYPT,
+        decrypt_request,
+        DecryptedOut,
+        body=DecryptRequest,
+        tag="audit",
+    ),
+    Operation(
+        "GET",
+        "/audit/requests/{request_id}/proof",
+        "proveRequest",
+        "Prove inclusion.",
+        P.AUDIT_READ,
+        prove_request,
+        ProofOut,
+        query=ProofParams,
+        tag="audit",
+    ),
+    Operation(
+        "GET",
+        "/audit/verify",
+        "verifyAudit",
+        "Verify the audit trail.",
+        P.AUDIT_STATUS,
+        verify_audit,
+        VerifyOut,
+        query=VerifyParams,
+        tag="audit",
+    ),
+    Operation(
+        "GET",
+        "/audit/checkpoints",
+        "listCheckpoints",
+        "List checkpoints.",
+        P.AUDIT_STATUS,
+        list_checkpoints,
+        CheckpointsOut,
+        query=CheckpointsParams,
+        tag="audit",
+    ),
+    Operation(
+        "POST",
+        "/audit/checkpoints",
+        "signCheckpoints",
+        "Sign checkpoints.",
+        P.AUDIT_SIGN,
+        sign_checkpoints,
+        SignedOut,
+        tag="audit",
+    ),
+    Operation(
+        "GET",
+        "/cache",
+        "cacheStats",
+        "Show cache statistics.",
+        P.CACHE_READ,
+        cache_stats,
+        CacheStatsOut,
+        query=CacheParams,
+        tag="cache",
+    ),
+    Operation(
+        "DELETE",
+        "/cache",
+        "clearCache",
+        "Clear the cache.",
+        P.CACHE_WRITE,
+        clear_cache,
+        ClearedOut,
+        query=CacheParams,
+        tag="cache",
+    ),
+    Operation(
+        "GET",
+        "/config",
+        "showConfig",
+        "Show the configuration.",
+        P.CONFIG_READ,
+        show_config,
+        ConfigOut,
+        tag="config",
+    ),
+    Operation(
+        "POST",
+        "/redact",
+        "redact",
+        "Try the redactor.",
+        P.REDACT,
+        redact,
+        RedactResult,
+        body=RedactRequest,
+        tag="redaction",
+    ),
+    Operation(
+        "GET",
+        "/tokens",
+        "listTokens",
+        "List admin tokens.",
+        P.OPERATORS_READ,
+        list_tokens,
+        TokenList,
+        tag="operators",
+    ),
+    Operation(
+        "DELETE",
+        "/tokens/{token_id}",
+        "revokeToken",
+        "Revoke admin tokens.",
+        P.OPERATORS_WRITE,
+        revoke_token,
+        Ok,
+        tag="operators",
+    ),
+    Operation(
+        "GET",
+        "/users",
+        "listUsers",
+        "List users.",
+        P.OPERATORS_READ,
+        list_users,
+        UserList,
+        tag="operators",
+    ),
+    Operation(
+        "DELETE",
+        "/users/{name}",
+        "disableUser",
+        "Disable users.",
+        P.OPERATORS_WRITE,
+        disable_user,
+        Ok,
+        tag="operators",
+    ),
+)
