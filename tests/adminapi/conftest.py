@@ -20,6 +20,7 @@ from localgate.testing import FakeGemini
 from tests.conftest import (
     INFRASTRUCTURE_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
+    RunningGateway,
     run_gateway,
     wait_until,
 )
@@ -47,6 +48,7 @@ class AdminApi:
     tokens: dict[Role, str]
     request_ids: dict[str, str]
     key_ids: dict[str, str]
+    gateway: RunningGateway
     users: dict[Role, str] = field(default_factory=dict)
 
     def client(self, role: Role | None = None, **kwargs: Any) -> httpx.Client:
@@ -130,5 +132,6 @@ def admin_api(
                 tokens=tokens,
                 request_ids=request_ids,
                 key_ids={"acme": gateway.key_id, "globex": globex.key_id},
+                gateway=gateway,
                 users={role: f"user-{role.value}" for role in Role},
             )

@@ -4,6 +4,7 @@ records in the admin-action trail, before acting, every change and every decrypt
 from __future__ import annotations
 
 import base64
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,7 +79,7 @@ async def login(call: Call) -> LoginResult:
     wait = services.throttle.retry_after(body.name, address)
     if wait is not None:
         raise ResourceExhausted(
-            "Too many failed logins; try again later.", {"retry-after": str(int(wait) + 1)}
+            "Too many failed logins; try again later.", {"retry-after": str(math.ceil(wait))}
         )
     user = await services.in_store_thread(
         services.operators.check_password, body.name, body.password
