@@ -72,6 +72,7 @@ _ERROR_STATUSES = {
     401: "No valid token or session.",
     403: "The caller's role may not do this (or a CSRF token is missing).",
     404: "Not found.",
+    413: "The body is larger than 1 MiB.",
     429: "Too many failed logins.",
     503: "A store or the admin-action trail is unavailable.",
 }
