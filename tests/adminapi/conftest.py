@@ -3,9 +3,12 @@ by uvicorn on loopback, with a token for every role and a clock the tests move."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,15 +17,19 @@ import uvicorn
 
 from localgate.admin.operators import OperatorAdmin, Role
 from localgate.adminapi.app import create_admin_app
-from localgate.config import Settings
+from localgate.adminapi.link import GatewayLink
+from localgate.app import create_app, server_options
+from localgate.config import Settings, load_settings
+from localgate.identity import SqliteKeyStore
 from localgate.secret import Secret
 from localgate.testing import FakeGemini
 from tests.conftest import (
     INFRASTRUCTURE_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
+    UPSTREAM_KEY,
     RunningGateway,
-    run_gateway,
     wait_until,
+    with_test_timeouts,
 )
 
 PASSWORD = "correct horse battery"
@@ -64,27 +71,68 @@ class AdminApi:
         return OperatorAdmin(self.settings.state_db_path)
 
 
-def serve_admin(settings: Settings, clock: FakeClock) -> Iterator[str]:
-    """The admin API for ``settings`` on a free loopback port; its base URL."""
-    server = uvicorn.Server(
+@contextmanager
+def gateway_and_admin(
+    data_dir: Path, upstream_url: str, clock: FakeClock
+) -> Iterator[tuple[RunningGateway, str]]:
+    """A gateway and its admin API on free loopback ports, on one event loop in a thread,
+    the admin API linked to the gateway, as ``localgate serve`` runs them."""
+    environ = {
+        "LOCALGATE_DATA_DIR": str(data_dir),
+        "LOCALGATE_UPSTREAM_URL": upstream_url,
+        "GEMINI_API_KEY": UPSTREAM_KEY,
+    }
+    config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
+    config_path.write_text("logging:\n  level: warning\n")
+    settings = with_test_timeouts(load_settings(config_path, environ)[0])
+    store = SqliteKeyStore(settings.state_db_path)
+    issued = store.create("acme", "tests")
+    store.close()
+    link = GatewayLink()
+    data = uvicorn.Server(
         uvicorn.Config(
-            create_admin_app(settings, clock=clock),
+            create_app(settings, config_path, on_started=link.attach),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            **server_options(settings),
+        )
+    )
+    admin = uvicorn.Server(
+        uvicorn.Config(
+            create_admin_app(settings, config_path, clock=clock, link=link),
             host="127.0.0.1",
             port=0,
             log_level="warning",
             lifespan="on",
         )
     )
-    thread = threading.Thread(target=server.run, name="admin-api", daemon=True)
+
+    async def both() -> None:
+        await asyncio.gather(data.serve(), admin.serve())
+
+    thread = threading.Thread(target=asyncio.run, args=(both(),), name="servers", daemon=True)
     thread.start()
-    wait_until(lambda: server.started or not thread.is_alive(), timeout=STARTUP_TIMEOUT_S)
-    if not server.started:
-        raise RuntimeError("the admin API did not start")
-    port = server.servers[0].sockets[0].getsockname()[1]
+    wait_until(
+        lambda: (data.started and admin.started) or not thread.is_alive(),
+        timeout=STARTUP_TIMEOUT_S,
+    )
+    if not (data.started and admin.started):
+        raise RuntimeError("the gateway or its admin API did not start")
+    port = data.servers[0].sockets[0].getsockname()[1]
+    admin_port = admin.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield (
+            RunningGateway(
+                base_url=f"http://127.0.0.1:{port}",
+                settings=settings,
+                key=issued.key.reveal(),
+                key_id=issued.key_id,
+            ),
+            f"http://127.0.0.1:{admin_port}",
+        )
     finally:
-        server.should_exit = True
+        data.should_exit = admin.should_exit = True
         thread.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
 
@@ -94,7 +142,9 @@ def admin_api(
 ) -> Iterator[AdminApi]:
     """Requests of tenants acme and globex audited by a real gateway, and the admin API."""
     fake_upstream.reset()
-    with run_gateway(tmp_path_factory.mktemp("admin"), fake_upstream.base_url) as gateway:
+    clock = FakeClock()
+    servers = gateway_and_admin(tmp_path_factory.mktemp("admin"), fake_upstream.base_url, clock)
+    with servers as (gateway, base_url):
         settings = gateway.settings
         keys = gateway.keys()
         globex = keys.create("globex", "tests")
@@ -123,15 +173,13 @@ def admin_api(
                     Secret(PASSWORD),
                     "acme" if role is Role.TENANT_ADMIN else None,
                 )
-        clock = FakeClock()
-        for base_url in serve_admin(settings, clock):
-            yield AdminApi(
-                base_url=base_url,
-                settings=settings,
-                clock=clock,
-                tokens=tokens,
-                request_ids=request_ids,
-                key_ids={"acme": gateway.key_id, "globex": globex.key_id},
-                gateway=gateway,
-                users={role: f"user-{role.value}" for role in Role},
-            )
+        yield AdminApi(
+            base_url=base_url,
+            settings=settings,
+            clock=clock,
+            tokens=tokens,
+            request_ids=request_ids,
+            key_ids={"acme": gateway.key_id, "globex": globex.key_id},
+            gateway=gateway,
+            users={role: f"user-{role.value}" for role in Role},
+        )

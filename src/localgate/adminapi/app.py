@@ -19,6 +19,7 @@ from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operators import OperatorAdmin
+from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.operations import OPERATIONS
 from localgate.adminapi.routing import (
     AdminRoutes,
@@ -40,9 +41,14 @@ def admin_openapi() -> dict[str, Any]:
 
 
 def create_admin_app(
-    settings: Settings, source: Path | None = None, *, clock: Clock = time.time
+    settings: Settings,
+    source: Path | None = None,
+    *,
+    clock: Clock = time.time,
+    link: GatewayLink | None = None,
 ) -> Starlette:
-    """The admin API for ``settings``; ``clock`` times sessions and login throttling."""
+    """The admin API for ``settings``; ``clock`` times sessions and login throttling;
+    ``link`` is the gateway running beside it, if any."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -63,6 +69,7 @@ def create_admin_app(
                 settings.admin.login_max_failures, settings.admin.login_window_s, clock
             ),
             store_thread=store_thread,
+            link=link or GatewayLink(),
         )
         try:
             yield {"services": services}

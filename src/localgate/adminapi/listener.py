@@ -21,9 +21,16 @@ from typing import Any
 import uvicorn
 
 from localgate.adminapi.app import create_admin_app
+from localgate.adminapi.link import GatewayLink
 from localgate.config import Settings
 
-__all__ = ["AdminListener", "AdminListenerError", "admin_listener", "run_beside"]
+__all__ = [
+    "AdminListener",
+    "AdminListenerError",
+    "GatewayLink",
+    "admin_listener",
+    "run_beside",
+]
 
 logger = logging.getLogger("localgate.adminapi")
 
@@ -56,11 +63,13 @@ def admin_listener(
     server_options: dict[str, Any],
     *,
     data_port: int,
+    link: GatewayLink | None = None,
 ) -> AdminListener | None:
     """The admin listener ``settings`` ask for (``port`` overrides ``admin.port``; 0 or
     ``admin.enabled: false``: None); ``server_options`` are the data plane's TLS options,
     so the admin API is served over HTTPS when the gateway is; ``data_port`` is the data
-    plane's, which the admin API may never share."""
+    plane's, which the admin API may never share; ``link`` is filled in by the data
+    plane's lifespan (``create_app(on_started=link.attach)``)."""
     admin = settings.admin
     chosen = admin.port if port is None else port
     if not admin.enabled or chosen == 0:
@@ -85,7 +94,7 @@ def admin_listener(
     sock.listen(128)
     sock.set_inheritable(True)
     config = uvicorn.Config(
-        create_admin_app(settings, source),
+        create_admin_app(settings, source, link=link),
         log_config=None,
         log_level=settings.logging.level,
         access_log=False,

@@ -44,10 +44,13 @@ __all__ = [
     "RecordsOut",
     "RedactRequest",
     "RedactResult",
+    "ReloadOut",
     "SignedOut",
     "TenantList",
     "TenantVerification",
     "TokenList",
+    "UpstreamOut",
+    "UpstreamsOut",
     "UserList",
     "VerifyOut",
     "VerifyParams",
@@ -286,12 +289,44 @@ class ClearedOut(BaseModel):
     collections: list[str]
 
 
+class ReloadOut(BaseModel):
+    """What a reload did: applied or rejected (``problems``: "field.path: reason")."""
+
+    applied: bool
+    version: int
+    hash: str
+    at: float
+    problems: list[str]
+    restart_needed: list[str]
+
+
 class ConfigOut(BaseModel):
-    """The configuration this listener runs with."""
+    """The configuration running: its version and hash (as audit records name it), its
+    file, and the last reload's result (``running`` false: no gateway in this process;
+    then the hash is of the file this listener started with)."""
 
     localgate_version: str
+    running: bool
+    version: int | None
     hash: str
     source: str | None
+    reload_attempts: int
+    last_reload: ReloadOut | None
+
+
+class UpstreamOut(BaseModel):
+    """One upstream: whether it can forward, and its circuit breaker's state."""
+
+    name: str
+    local: bool
+    ready: str | None  # None: usable; else what is missing
+    circuit: str  # closed, open, half_open; "closed" before its first call
+
+
+class UpstreamsOut(BaseModel):
+    """The running gateway's upstreams."""
+
+    upstreams: list[UpstreamOut]
 
 
 class RedactRequest(Body):

@@ -39,10 +39,13 @@ from localgate.adminapi.models import (
     RecordsOut,
     RedactRequest,
     RedactResult,
+    ReloadOut,
     SignedOut,
     TenantList,
     TenantVerification,
     TokenList,
+    UpstreamOut,
+    UpstreamsOut,
     UserList,
     VerifyOut,
     VerifyParams,
@@ -56,6 +59,7 @@ from localgate.errors import (
     ResourceExhausted,
     Unauthenticated,
 )
+from localgate.policy.reload import ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
 from localgate.redaction.stage import build_detector, new_session
@@ -318,12 +322,69 @@ async def clear_cache(call: Call) -> ClearedOut:
 
 
 async def show_config(call: Call) -> ConfigOut:
-    """The configuration's hash (as audit records name it) and its file."""
+    """The running configuration's version and hash, and the last reload's result."""
     services = call.services
+    reloader = services.link.reloader
+    if reloader is None:
+        return ConfigOut(
+            localgate_version=__version__,
+            running=False,
+            version=None,
+            hash=config_hash(services.settings),
+            source=str(services.source) if services.source else None,
+            reload_attempts=0,
+            last_reload=None,
+        )
+    current = reloader.current
     return ConfigOut(
         localgate_version=__version__,
-        hash=config_hash(services.settings),
-        source=str(services.source) if services.source else None,
+        running=True,
+        version=current.version,
+        hash=current.hash,
+        source=current.source,
+        reload_attempts=reloader.attempts,
+        last_reload=_reload_out(reloader.last) if reloader.last else None,
+    )
+
+
+def _reload_out(result: ReloadResult) -> ReloadOut:
+    return ReloadOut(
+        applied=result.applied,
+        version=result.version,
+        hash=result.hash,
+        at=result.at,
+        problems=list(result.problems),
+        restart_needed=list(result.restart_needed),
+    )
+
+
+async def reload_config(call: Call) -> ReloadOut:
+    """Reload the configuration file, as ``localgate reload`` does; a rejected file
+    changes nothing."""
+    reloader, _, _ = call.services.link.running()
+    await call.record("config.reload")
+    result = await reloader.reload()
+    if not result.applied:
+        await call.record(
+            "config.reload", outcome="rejected", target={"problems": list(result.problems)}
+        )
+    return _reload_out(result)
+
+
+async def list_upstreams(call: Call) -> UpstreamsOut:
+    """The running gateway's upstreams and their circuit breakers."""
+    _, router, dispatcher = call.services.link.running()
+    circuits = dispatcher.circuits()
+    return UpstreamsOut(
+        upstreams=[
+            UpstreamOut(
+                name=upstream.name,
+                local=upstream.local,
+                ready=upstream.ready,
+                circuit=circuits.get(upstream.name, "closed"),
+            )
+            for upstream in router.upstreams
+        ]
     )
 
 
@@ -564,6 +625,26 @@ OPERATIONS: tuple[Operation, ...] = (
         show_config,
         ConfigOut,
         tag="config",
+    ),
+    Operation(
+        "POST",
+        "/config/reload",
+        "reloadConfig",
+        "Reload the configuration.",
+        P.CONFIG_WRITE,
+        reload_config,
+        ReloadOut,
+        tag="config",
+    ),
+    Operation(
+        "GET",
+        "/upstreams",
+        "listUpstreams",
+        "Show upstreams and their circuits.",
+        P.CONFIG_READ,
+        list_upstreams,
+        UpstreamsOut,
+        tag="upstreams",
     ),
     Operation(
         "POST",

@@ -27,7 +27,8 @@ class Permission(StrEnum):
     AUDIT_SIGN = "audit.sign"
     CACHE_READ = "cache.read"
     CACHE_WRITE = "cache.write"
-    CONFIG_READ = "config.read"
+    CONFIG_READ = "config.read"  # configuration, upstreams and their circuits
+    CONFIG_WRITE = "config.write"  # reload
     REDACT = "redact"
     OPERATORS_READ = "operators.read"
     OPERATORS_WRITE = "operators.write"
@@ -44,6 +45,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
             Permission.CACHE_READ,
             Permission.CACHE_WRITE,
             Permission.CONFIG_READ,
+            Permission.CONFIG_WRITE,
             Permission.REDACT,
             Permission.OPERATORS_READ,
             Permission.OPERATORS_WRITE,

@@ -14,6 +14,7 @@ from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operators import OperatorAdmin
+from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
@@ -43,6 +44,7 @@ class AdminServices:
     sessions: SessionStore
     throttle: LoginThrottle
     store_thread: ThreadPoolExecutor
+    link: GatewayLink
     detectors: dict[str | None, Detector] = field(default_factory=dict)
 
     async def in_store_thread(self, call: Callable[..., T], *args: object) -> T:

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,7 @@ def create_app(
     pid_file: Path | None = None,
     drain: Drain | None = None,
     tls: ServerTls | None = None,
+    on_started: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
@@ -69,7 +70,8 @@ def create_app(
     and can be reloaded by SIGHUP, so that ``localgate reload`` finds it. ``drain`` says
     when the server has started draining (``/readyz`` then answers 503). ``tls`` is the
     server's certificate when it serves HTTPS: its metrics are exported, and a reload
-    (SIGHUP) also looks at its files.
+    (SIGHUP) also looks at its files. ``on_started`` is given the lifespan's state once
+    everything is built (the admin API beside it reads upstreams and reloads through it).
     """
     draining = drain or Drain()
 
@@ -169,17 +171,20 @@ def create_app(
         # request at 64 in flight.
         gc.set_threshold(20_000, 10, 10)
         hangup = ReloadOnHangup(reloader, pid_file, also=tls.check if tls else None).install()
+        state = {
+            "services": services,
+            "keys": keys,
+            "router": router,
+            "vector": vector,
+            "audit": trail.readiness if trail is not None else None,
+            "config": reloader,
+            "drain": draining,
+            "tls": tls,
+        }
+        if on_started is not None:
+            on_started(state)
         try:
-            yield {
-                "services": services,
-                "keys": keys,
-                "router": router,
-                "vector": vector,
-                "audit": trail.readiness if trail is not None else None,
-                "config": reloader,
-                "drain": draining,
-                "tls": tls,
-            }
+            yield state
         finally:
             hangup.close()
             await quality.close()

@@ -158,12 +158,26 @@ def serve(
             for problem in problems:
                 click.echo(f"localgate: cannot start: {problem}", err=True)
             sys.exit(1)
+    from localgate.adminapi.listener import (
+        AdminListenerError,
+        GatewayLink,
+        admin_listener,
+        run_beside,
+    )
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()
+    link = GatewayLink()  # the admin API's view of this gateway, once started
     config = uvicorn.Config(
         # `localgate reload` finds the gateway by its pid file and signals it (SIGHUP).
-        create_app(settings, source, pid_file=settings.data_dir / PID_FILE, drain=drain, tls=tls),
+        create_app(
+            settings,
+            source,
+            pid_file=settings.data_dir / PID_FILE,
+            drain=drain,
+            tls=tls,
+            on_started=link.attach,
+        ),
         host=bind_host,
         port=bind_port,
         log_config=None,
@@ -172,11 +186,9 @@ def serve(
         **tls_server_options(tls),
     )
     server = DrainingServer(config, drain, settings.server.drain_delay_s)
-    from localgate.adminapi.listener import AdminListenerError, admin_listener, run_beside
-
     try:
         admin = admin_listener(
-            settings, source, admin_port, tls_server_options(tls), data_port=bind_port
+            settings, source, admin_port, tls_server_options(tls), data_port=bind_port, link=link
         )
     except AdminListenerError as exc:
         click.echo(f"localgate: cannot start: {exc}", err=True)
