@@ -10,9 +10,11 @@ from typing import Any
 
 import orjson
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from localgate.admin.audit import AuditAdmin
-from localgate.admin.operators import Operator, Role
+from localgate.admin.operators import Operator, OperatorAdmin, Role
+from localgate.adminapi.app import create_admin_app
 from localgate.adminapi.trail import ADMIN_LOG, AdminTrail
 from localgate.audit.trail import signer
 from localgate.cli import main
@@ -157,3 +159,20 @@ def test_deleting_the_last_trail_record_is_detected(tmp_path: Path) -> None:
 
     [report] = [r for r in AuditAdmin(settings).verify().reports if r.tenant == ADMIN_LOG]
     assert not report.ok
+
+
+def test_an_action_the_trail_cannot_record_is_not_performed(tmp_path: Path) -> None:
+    settings, _ = load_settings(None, {"LOCALGATE_DATA_DIR": str(tmp_path)})
+    with OperatorAdmin(settings.state_db_path) as operators:
+        token = operators.create_token(Role.SECURITY).token.reveal()
+    headers = {"authorization": f"Bearer {token}"}
+    with TestClient(create_admin_app(settings)) as client:
+        services = client.app_state["services"]
+        services.trail.close()  # the audit writer stops: nothing more can be recorded
+
+        answer = client.post(f"{API}/tenants/acme/keys", json={"label": "x"}, headers=headers)
+        keys = client.get(f"{API}/tenants/acme/keys", headers=headers)
+
+    assert answer.status_code == 503
+    assert answer.json()["error"]["status"] == "UNAVAILABLE"
+    assert keys.json()["keys"] == []

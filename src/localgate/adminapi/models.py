@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from localgate.admin.cache import CacheStats
+from localgate.admin.cache import CacheStats, CollectionInfo
 from localgate.admin.keys import ApiKeyRecord
 from localgate.admin.operators import Role, TokenRecord, UserRecord
 from localgate.admin.tenants import TenantSummary
@@ -27,6 +27,7 @@ __all__ = [
     "CheckpointsOut",
     "CheckpointsParams",
     "ClearedOut",
+    "CollectionsOut",
     "ConfigOut",
     "DecryptRequest",
     "DecryptedOut",
@@ -281,6 +282,12 @@ class CacheStatsOut(BaseModel):
     """What the answer cache holds."""
 
     caches: list[CacheStats]
+
+
+class CollectionsOut(BaseModel):
+    """Retrieval collections, per embedding space, with their passage counts."""
+
+    collections: list[CollectionInfo]
 
 
 class ClearedOut(BaseModel):

@@ -12,6 +12,7 @@ from localgate import __version__
 from localgate.admin.audit_search import AuditQuery
 from localgate.admin.cache import CacheAdmin
 from localgate.admin.operators import Role
+from localgate.admin.rag import RagAdmin
 from localgate.admin.tenants import TenantAdmin
 from localgate.adminapi.models import (
     AuditRecordOut,
@@ -23,6 +24,7 @@ from localgate.adminapi.models import (
     CheckpointsOut,
     CheckpointsParams,
     ClearedOut,
+    CollectionsOut,
     ConfigOut,
     DecryptedOut,
     DecryptedRecord,
@@ -53,12 +55,7 @@ from localgate.adminapi.models import (
 )
 from localgate.adminapi.permissions import Permission
 from localgate.adminapi.routing import SESSION_COOKIE, Call, Operation
-from localgate.errors import (
-    LocalgateError,
-    NotFound,
-    ResourceExhausted,
-    Unauthenticated,
-)
+from localgate.errors import NotFound, ResourceExhausted, Unauthenticated
 from localgate.policy.reload import ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
@@ -227,11 +224,7 @@ async def decrypt_request(call: Call) -> DecryptedOut:
         target={"request_id": request_id, "tenants": sorted({r.tenant for r in found})},
         reason=call.body.reason,
     )
-    try:
-        records = await call.services.in_thread(lambda: audit.records(request_id, decrypt=True))
-    except LocalgateError as exc:
-        await call.record("audit.decrypt", target={"request_id": request_id}, outcome=exc.status)
-        raise
+    records = await call.services.in_thread(lambda: audit.records(request_id, decrypt=True))
     return DecryptedOut(
         records=[
             DecryptedRecord(
@@ -319,6 +312,29 @@ async def clear_cache(call: Call) -> ClearedOut:
 
     dropped = await call.services.in_thread(clear)
     return ClearedOut(collections=[info.name for info in dropped])
+
+
+async def list_collections(call: Call) -> CollectionsOut:
+    """Retrieval collections (those a tenant searches, if one is given)."""
+
+    def collections() -> Any:
+        with RagAdmin.open(call.services.settings) as admin:
+            return admin.collections(call.query.tenant)
+
+    return CollectionsOut(collections=await call.services.in_thread(collections))
+
+
+async def delete_collection(call: Call) -> Ok:
+    """Delete a retrieval collection of a tenant (the shared one if no tenant is given)."""
+    name, tenant = call.path["collection"], call.query.tenant
+    await call.record("rag.delete", target={"collection": name, "tenant": tenant})
+
+    def delete() -> None:
+        with RagAdmin.open(call.services.settings) as admin:
+            admin.delete(name, tenant)
+
+    await call.services.in_thread(delete)
+    return Ok()
 
 
 async def show_config(call: Call) -> ConfigOut:
@@ -615,6 +631,28 @@ OPERATIONS: tuple[Operation, ...] = (
         ClearedOut,
         query=CacheParams,
         tag="cache",
+    ),
+    Operation(
+        "GET",
+        "/rag/collections",
+        "listCollections",
+        "List retrieval collections.",
+        P.CACHE_READ,
+        list_collections,
+        CollectionsOut,
+        query=CacheParams,
+        tag="retrieval",
+    ),
+    Operation(
+        "DELETE",
+        "/rag/collections/{collection}",
+        "deleteCollection",
+        "Delete retrieval collections.",
+        P.CACHE_WRITE,
+        delete_collection,
+        Ok,
+        query=CacheParams,
+        tag="retrieval",
     ),
     Operation(
         "GET",

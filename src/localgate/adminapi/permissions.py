@@ -25,7 +25,7 @@ class Permission(StrEnum):
     AUDIT_READ = "audit.read"  # search, metadata, proofs
     AUDIT_DECRYPT = "audit.decrypt"
     AUDIT_SIGN = "audit.sign"
-    CACHE_READ = "cache.read"
+    CACHE_READ = "cache.read"  # the answer cache and the retrieval collections
     CACHE_WRITE = "cache.write"
     CONFIG_READ = "config.read"  # configuration, upstreams and their circuits
     CONFIG_WRITE = "config.write"  # reload

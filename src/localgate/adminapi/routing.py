@@ -36,6 +36,7 @@ from localgate.errors import (
     PayloadTooLarge,
     PermissionDenied,
     ResourceExhausted,
+    ServiceUnavailable,
     Unauthenticated,
 )
 
@@ -91,6 +92,8 @@ class Call:
     body: Any
     request_id: str
     response_headers: dict[str, str] = field(default_factory=dict)
+    # The actions this call put on record as attempted, with their targets.
+    attempted: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
 
     def scope(self, tenant: str) -> str:
         """``tenant`` if the caller may see it; a tenant-admin sees only its own."""
@@ -115,6 +118,8 @@ class Call:
             outcome=outcome,
             request_id=self.request_id,
         )
+        if outcome == "attempted":
+            self.attempted.append((action, target))
 
 
 Handler = Callable[[Call], Awaitable[BaseModel]]
@@ -153,6 +158,7 @@ class AdminRoutes:
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+            call: Call | None = None
             try:
                 services: AdminServices = request.state.services
                 via: Literal["token", "session"] = "session"
@@ -181,20 +187,33 @@ class AdminRoutes:
                 )
                 result = await op.handler(call)
             except LocalgateError as exc:
+                if call is not None:
+                    await _record_failure(call, exc)
                 return error_response(exc, request_id)
             except Exception:
                 logger.exception("admin API: %s %s failed", op.method, op.operation_id)
+                if call is not None:
+                    await _record_failure(call, ServiceUnavailable("internal error"))
                 return json_response(
                     {"error": {"code": 500, "message": "Internal error.", "status": "INTERNAL"}},
                     500,
                     request_id,
                 )
             response = json_response(result.model_dump(mode="json"), 200, request_id)
-            for name, value in call.response_headers.items():
+            for name, value in (call.response_headers if call else {}).items():
                 response.headers.append(name, value)
             return response
 
         return endpoint
+
+
+async def _record_failure(call: Call, exc: LocalgateError) -> None:
+    """Each action put on record as attempted gets a second record: it failed, and how."""
+    for action, target in list(call.attempted):
+        try:
+            await call.record(action, target=target, outcome=f"failed: {exc.status_name}")
+        except LocalgateError:
+            logger.warning("admin API: the failure of %s could not be recorded", action)
 
 
 async def authenticate(
