@@ -24,6 +24,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "getTenant": ALL,
     "listKeys": frozenset({S, T, V}),
     "createKey": frozenset({S, T}),
+    "tenantUsage": frozenset({A, S, T, V}),
     "revokeKey": frozenset({S, T}),
     "searchAudit": frozenset({AU}),
     "getRequestRecords": frozenset({AU}),
@@ -63,6 +64,7 @@ def request_for(operation_id: str, api: AdminApi, tenant: str = "acme") -> dict[
             "json": {"label": "role table"},
         },
         "revokeKey": {"method": "DELETE", "url": f"/keys/{NO_SUCH_ID}"},
+        "tenantUsage": {"method": "GET", "url": f"/tenants/{tenant}/usage"},
         "searchAudit": {"method": "GET", "url": "/audit/records", "params": {"tenant": tenant}},
         "getRequestRecords": {"method": "GET", "url": f"/audit/requests/{request_id}"},
         "decryptRequest": {
@@ -181,5 +183,12 @@ def test_a_tenant_admin_manages_its_own_keys(signed: AdminApi) -> None:
     assert revoked.status_code == 200
     keys = send(signed, Role.TENANT_ADMIN, request_for("listKeys", signed)).json()["keys"]
     assert {k["key_id"]: k["revoked_at"] is not None for k in keys}[created["key_id"]]
+    usage = send(signed, Role.TENANT_ADMIN, request_for("tenantUsage", signed)).json()
+    assert usage["tenant"] == "acme"
+    assert usage["requests"] >= 1
+    assert usage["outcomes"]["forwarded"] >= 1
+    [model] = usage["models"].values()
+    assert model["requests"] == usage["requests"]
+    assert model["total_tokens"] > 0
     tenants = send(signed, Role.TENANT_ADMIN, request_for("listTenants", signed)).json()
     assert [t["name"] for t in tenants["tenants"]] == ["acme"]

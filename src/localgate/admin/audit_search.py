@@ -17,7 +17,7 @@ from localgate.audit.trail import database
 from localgate.config import Settings
 from localgate.errors import NotFound
 
-__all__ = ["AuditQuery", "AuditSearch", "FoundRecord", "SignedCheckpoint"]
+__all__ = ["AuditQuery", "AuditSearch", "FoundRecord", "ModelUsage", "SignedCheckpoint", "Usage"]
 
 _COLUMNS = "tenant, seq, kind, request_id, CAST(header AS BLOB)"
 
@@ -57,6 +57,26 @@ class SignedCheckpoint:
     tenant: str
     size: int
     note: str
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    """One model's requests and tokens (as the upstream counted them)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    candidates_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A tenant's completed requests in a time range: by outcome, and by model."""
+
+    tenant: str
+    requests: int
+    outcomes: dict[str, int]
+    models: dict[str, ModelUsage]
 
 
 class AuditSearch:
@@ -103,6 +123,42 @@ class AuditSearch:
         finally:
             reader.close()
         return found
+
+    def usage(
+        self, tenant: str, since: datetime | None = None, until: datetime | None = None
+    ) -> Usage:
+        """``tenant``'s completed requests (their completion records) between the times;
+        read from the headers only."""
+        where, params = ["tenant = ?", "kind = 'answer'"], [tenant]
+        if since is not None:
+            where.append("recorded_at >= ?")
+            params.append(_stamp(since))
+        if until is not None:
+            where.append("recorded_at < ?")
+            params.append(_stamp(until))
+        # Fixed conditions; every value is bound.
+        sql = "SELECT CAST(header AS BLOB) FROM audit_log WHERE " + " AND ".join(where)  # noqa: S608
+        outcomes: dict[str, int] = {}
+        models: dict[str, ModelUsage] = {}
+        count = 0
+        reader = self._reader()
+        try:
+            for (raw,) in reader.db.execute(sql, params):
+                header = _header(raw)
+                if not header:
+                    continue  # purged metadata: nothing to count
+                count += 1
+                outcome = str(header.get("outcome", "unknown"))
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                model = models.setdefault(str(header.get("model") or "unknown"), ModelUsage())
+                model.requests += 1
+                tokens = header.get("usage") or {}
+                model.prompt_tokens += int(tokens.get("prompt") or 0)
+                model.candidates_tokens += int(tokens.get("candidates") or 0)
+                model.total_tokens += int(tokens.get("total") or 0)
+        finally:
+            reader.close()
+        return Usage(tenant, count, outcomes, models)
 
     def checkpoints(self, tenant: str | None = None) -> list[SignedCheckpoint]:
         """The signed checkpoints of ``tenant`` (of every tenant if None), smallest first."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from localgate.admin.audit_search import ModelUsage
 from localgate.admin.cache import CacheStats, CollectionInfo
 from localgate.admin.keys import ApiKeyRecord
 from localgate.admin.operators import Role, TokenRecord, UserRecord
@@ -52,6 +53,8 @@ __all__ = [
     "TokenList",
     "UpstreamOut",
     "UpstreamsOut",
+    "UsageOut",
+    "UsageParams",
     "UserList",
     "VerifyOut",
     "VerifyParams",
@@ -125,6 +128,22 @@ class KeyList(BaseModel):
     """Tenant keys: ids and states, never secrets."""
 
     keys: list[ApiKeyRecord]
+
+
+class UsageParams(Body):
+    """The time range (each bound optional; ``until`` exclusive)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class UsageOut(BaseModel):
+    """A tenant's completed requests: by outcome, and per model with their tokens."""
+
+    tenant: str
+    requests: int
+    outcomes: dict[str, int]
+    models: dict[str, ModelUsage]
 
 
 class KeyCreate(Body):

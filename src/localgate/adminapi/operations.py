@@ -48,6 +48,8 @@ from localgate.adminapi.models import (
     TokenList,
     UpstreamOut,
     UpstreamsOut,
+    UsageOut,
+    UsageParams,
     UserList,
     VerifyOut,
     VerifyParams,
@@ -161,6 +163,17 @@ async def revoke_key(call: Call) -> Ok:
     await call.record("key.revoke", target={"tenant": owner, "key_id": key_id})
     await call.services.in_store_thread(call.services.keys.revoke, key_id)
     return Ok()
+
+
+async def tenant_usage(call: Call) -> UsageOut:
+    """A tenant's requests and tokens in a time range, from its completion records."""
+    tenant = call.scope(call.path["tenant"])
+    usage = await call.services.in_thread(
+        call.services.search.usage, tenant, call.query.since, call.query.until
+    )
+    return UsageOut(
+        tenant=usage.tenant, requests=usage.requests, outcomes=usage.outcomes, models=usage.models
+    )
 
 
 # -- audit -----------------------------------------------------------------------------
@@ -524,6 +537,17 @@ OPERATIONS: tuple[Operation, ...] = (
         KeyCreated,
         body=KeyCreate,
         tag="keys",
+    ),
+    Operation(
+        "GET",
+        "/tenants/{tenant}/usage",
+        "tenantUsage",
+        "Show a tenant's usage.",
+        P.USAGE_READ,
+        tenant_usage,
+        UsageOut,
+        query=UsageParams,
+        tag="tenants",
     ),
     Operation(
         "DELETE",

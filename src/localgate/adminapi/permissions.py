@@ -21,6 +21,7 @@ class Permission(StrEnum):
     TENANTS_READ = "tenants.read"
     KEYS_READ = "keys.read"
     KEYS_WRITE = "keys.write"
+    USAGE_READ = "usage.read"  # counts of requests and tokens, no contents
     AUDIT_STATUS = "audit.status"  # verification status, checkpoints: health, no contents
     AUDIT_READ = "audit.read"  # search, metadata, proofs
     AUDIT_DECRYPT = "audit.decrypt"
@@ -35,10 +36,12 @@ class Permission(StrEnum):
 
 
 _ALL_READERS = {Permission.WHOAMI, Permission.TENANTS_READ}
+_USAGE = {Permission.USAGE_READ}
 
 GRANTS: dict[Role, frozenset[Permission]] = {
     Role.ADMIN: frozenset(
         _ALL_READERS
+        | _USAGE
         | {
             Permission.AUDIT_STATUS,
             Permission.AUDIT_SIGN,
@@ -53,6 +56,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
     ),
     Role.SECURITY: frozenset(
         _ALL_READERS
+        | _USAGE
         | {
             Permission.KEYS_READ,
             Permission.KEYS_WRITE,
@@ -73,9 +77,12 @@ GRANTS: dict[Role, frozenset[Permission]] = {
         }
     ),
     # Scoped to its tenant by the operations (routing.Call.tenant_scope).
-    Role.TENANT_ADMIN: frozenset(_ALL_READERS | {Permission.KEYS_READ, Permission.KEYS_WRITE}),
+    Role.TENANT_ADMIN: frozenset(
+        _ALL_READERS | _USAGE | {Permission.KEYS_READ, Permission.KEYS_WRITE}
+    ),
     Role.VIEWER: frozenset(
         _ALL_READERS
+        | _USAGE
         | {
             Permission.KEYS_READ,
             Permission.AUDIT_STATUS,
