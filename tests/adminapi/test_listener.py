@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from localgate.cli import main
 from localgate.testing import FakeGemini
-from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
+from tests.certificates import TestAuthority
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
 from tests.gateway_process import free_port, start
 
 
@@ -120,3 +123,52 @@ def test_the_admin_port_cannot_be_the_data_planes_or_one_in_use(
     finally:
         holder.send_signal(signal.SIGTERM)
         wait_until(lambda: holder.poll() is not None)
+
+
+def test_over_https_the_admin_api_is_https_too_and_its_cookie_secure(
+    tmp_path: Path, upstream: FakeGemini
+) -> None:
+    authority = TestAuthority(tmp_path / "ca")
+    server = authority.server("admin", days=30)
+    config = tmp_path / "localgate.yaml"
+    config.write_text(
+        f"server:\n  tls_cert_file: {server.cert_file}\n  tls_key_file: {server.key_file}\n"
+    )
+    env = environment(tmp_path, upstream)
+    password = "a long passphrase"
+    created = CliRunner().invoke(
+        main,
+        ["admin", "user", "create", "fay", "--role", "viewer", "--password-stdin"],
+        input=password + "\n",
+        env=env,
+    )
+    assert created.exit_code == 0, created.output
+    port, admin_port = free_port(), free_port()
+    command = [sys.executable, "-m", "localgate", "serve", "--config", str(config)]
+    command += ["--port", str(port), "--admin-port", str(admin_port)]
+    log = tmp_path / "gateway.log"
+    with log.open("ab") as output:
+        gateway = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)  # noqa: S603
+    context = ssl.create_default_context(cafile=authority.cert_file)
+    admin = f"https://127.0.0.1:{admin_port}"
+    try:
+
+        def up() -> bool:
+            try:
+                return httpx.get(f"{admin}/admin/api/openapi.json", verify=context).is_success
+            except httpx.TransportError:
+                assert gateway.poll() is None, log.read_text()
+                return False
+
+        wait_until(up, timeout=STARTUP_TIMEOUT_S)
+        with httpx.Client(base_url=admin, verify=context) as client:
+            answer = client.post(
+                "/admin/api/v1/session", json={"name": "fay", "password": password}
+            )
+        assert answer.status_code == 200, answer.text
+        assert "Secure" in [part.strip() for part in answer.headers["set-cookie"].split(";")]
+        with pytest.raises(httpx.TransportError):  # no plain HTTP on the admin port
+            httpx.get(f"http://127.0.0.1:{admin_port}/admin/api/openapi.json", timeout=5)
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        assert gateway.wait(timeout=INFRASTRUCTURE_TIMEOUT_S) == 0
