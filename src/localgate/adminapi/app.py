@@ -20,6 +20,7 @@ from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operators import OperatorAdmin
 from localgate.adminapi.link import GatewayLink
+from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.operations import OPERATIONS
 from localgate.adminapi.routing import (
     AdminRoutes,
@@ -70,6 +71,7 @@ def create_admin_app(
             ),
             store_thread=store_thread,
             link=link or GatewayLink(),
+            oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
         )
         try:
             yield {"services": services}

@@ -40,6 +40,7 @@ __all__ = [
     "KeyList",
     "LoginRequest",
     "LoginResult",
+    "OidcCallbackParams",
     "Ok",
     "ProofOut",
     "ProofParams",
@@ -116,6 +117,19 @@ class LoginResult(BaseModel):
     tenant: str | None
     csrf_token: str
     expires_at: datetime
+
+
+class OidcCallbackParams(Body):
+    """What the identity provider sends the browser back with: a code and the state, or
+    an error."""
+
+    code: str | None = Field(None, min_length=1, max_length=4096)
+    state: str | None = Field(None, min_length=1, max_length=200)
+    error: str | None = Field(None, max_length=200)
+    error_description: str | None = Field(None, max_length=2000)
+    # Providers may add these; they are not used.
+    session_state: str | None = Field(None, max_length=2000)
+    iss: str | None = Field(None, max_length=2000)
 
 
 class TenantList(BaseModel):

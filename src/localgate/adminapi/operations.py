@@ -4,14 +4,17 @@ records in the admin-action trail, before acting, every change and every decrypt
 from __future__ import annotations
 
 import base64
+import hmac
 import math
 from datetime import UTC, datetime
 from typing import Any
 
+from starlette.responses import RedirectResponse, Response
+
 from localgate import __version__
 from localgate.admin.audit_search import AuditQuery
 from localgate.admin.cache import CacheAdmin
-from localgate.admin.operators import Role
+from localgate.admin.operators import Operator, Role
 from localgate.admin.rag import RagAdmin
 from localgate.admin.tenants import TenantAdmin
 from localgate.adminapi.models import (
@@ -35,6 +38,7 @@ from localgate.adminapi.models import (
     KeyList,
     LoginRequest,
     LoginResult,
+    OidcCallbackParams,
     Ok,
     ProofOut,
     ProofParams,
@@ -56,14 +60,17 @@ from localgate.adminapi.models import (
     WhoAmI,
 )
 from localgate.adminapi.permissions import Permission
-from localgate.adminapi.routing import SESSION_COOKIE, Call, Operation
-from localgate.errors import NotFound, ResourceExhausted, Unauthenticated
+from localgate.adminapi.routing import API_PREFIX, SESSION_COOKIE, Call, Operation
+from localgate.adminapi.sessions import NewSession
+from localgate.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
 from localgate.policy.reload import ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
 from localgate.redaction.stage import build_detector, new_session
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OIDC_COOKIE", "OPERATIONS"]
+
+OIDC_COOKIE = "lg_admin_oidc"
 
 
 # -- who -------------------------------------------------------------------------------
@@ -92,18 +99,65 @@ async def login(call: Call) -> LoginResult:
         raise Unauthenticated("The user name or password is not right.")
     services.throttle.succeeded(body.name, address)
     opened = services.sessions.open(user)
+    return _session_opened(call, user, body.name, opened)
+
+
+def _session_opened(call: Call, operator: Operator, name: str, opened: NewSession) -> LoginResult:
     secure = "; Secure" if call.request.url.scheme == "https" else ""
-    call.response_headers["set-cookie"] = (
-        f"{SESSION_COOKIE}={opened.session_id}; Path=/admin/; HttpOnly; SameSite=Strict; "
-        f"Max-Age={int(services.sessions.ttl_s)}{secure}"
+    call.response_headers.append(
+        (
+            "set-cookie",
+            f"{SESSION_COOKIE}={opened.session_id}; Path=/admin/; HttpOnly; SameSite=Strict; "
+            f"Max-Age={int(call.services.sessions.ttl_s)}{secure}",
+        )
     )
     return LoginResult(
-        name=body.name,
-        role=user.role,
-        tenant=user.tenant,
+        name=name,
+        role=operator.role,
+        tenant=operator.tenant,
         csrf_token=opened.session.csrf_token,
         expires_at=datetime.fromtimestamp(opened.session.expires_at, UTC),
     )
+
+
+async def oidc_login(call: Call) -> Response:
+    """Send the browser to the identity provider, with the login's state in a cookie."""
+    oidc = call.services.oidc
+    if oidc is None:
+        raise NotFound("OIDC login is not configured (admin.oidc).")
+    url, state = await call.services.in_thread(oidc.begin)
+    secure = "; Secure" if call.request.url.scheme == "https" else ""
+    response = RedirectResponse(url, status_code=302)
+    # Lax, not Strict: the browser must send it back on the provider's redirect.
+    response.headers.append(
+        "set-cookie",
+        f"{OIDC_COOKIE}={state}; Path={API_PREFIX}/oidc/; HttpOnly; SameSite=Lax; "
+        f"Max-Age=600{secure}",
+    )
+    return response
+
+
+async def oidc_callback(call: Call) -> LoginResult:
+    """Finish a login at the identity provider: the code exchanged, the ID token verified,
+    the role read from its claims; a session opened as for a password login."""
+    oidc = call.services.oidc
+    if oidc is None:
+        raise NotFound("OIDC login is not configured (admin.oidc).")
+    query: OidcCallbackParams = call.query
+    if query.error is not None:
+        raise Unauthenticated(f"The identity provider refused the login ({query.error}).")
+    if query.code is None or query.state is None:
+        raise InvalidArgument("The identity provider's answer has no code or state.")
+    # The state must come back to the browser that started the login (no login CSRF).
+    started = call.request.cookies.get(OIDC_COOKIE, "")
+    if not hmac.compare_digest(started.encode(), query.state.encode()):
+        raise Unauthenticated("This login was not started in this browser; start it again.")
+    operator = await call.services.in_thread(oidc.finish, query.code, query.state)
+    opened = call.services.sessions.open(operator, local=False)
+    call.response_headers.append(
+        ("set-cookie", f"{OIDC_COOKIE}=; Path={API_PREFIX}/oidc/; HttpOnly; Max-Age=0")
+    )
+    return _session_opened(call, operator, operator.name, opened)
 
 
 async def logout(call: Call) -> Ok:
@@ -111,8 +165,8 @@ async def logout(call: Call) -> Ok:
     session_id = call.request.cookies.get(SESSION_COOKIE)
     if session_id:
         call.services.sessions.close(session_id)
-    call.response_headers["set-cookie"] = (
-        f"{SESSION_COOKIE}=; Path=/admin/; HttpOnly; SameSite=Strict; Max-Age=0"
+    call.response_headers.append(
+        ("set-cookie", f"{SESSION_COOKIE}=; Path=/admin/; HttpOnly; SameSite=Strict; Max-Age=0")
     )
     return Ok()
 
@@ -493,6 +547,30 @@ OPERATIONS: tuple[Operation, ...] = (
         login,
         LoginResult,
         body=LoginRequest,
+        tag="session",
+        public=True,
+    ),
+    Operation(
+        "GET",
+        "/oidc/login",
+        "oidcLogin",
+        "Log in with the identity provider.",
+        P.WHOAMI,
+        oidc_login,
+        Ok,
+        tag="session",
+        public=True,
+        redirect=True,
+    ),
+    Operation(
+        "GET",
+        "/oidc/callback",
+        "oidcCallback",
+        "Finish a login at the identity provider.",
+        P.WHOAMI,
+        oidc_callback,
+        LoginResult,
+        query=OidcCallbackParams,
         tag="session",
         public=True,
     ),

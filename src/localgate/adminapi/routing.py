@@ -91,7 +91,7 @@ class Call:
     query: Any
     body: Any
     request_id: str
-    response_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
     # The actions this call put on record as attempted, with their targets.
     attempted: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
 
@@ -122,7 +122,8 @@ class Call:
             self.attempted.append((action, target))
 
 
-Handler = Callable[[Call], Awaitable[BaseModel]]
+# A model to answer as JSON, or (a redirect) a response of its own.
+Handler = Callable[[Call], Awaitable[BaseModel | Response]]
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class Operation:
     body: type[BaseModel] | None = None
     tag: str = "admin"
     public: bool = False  # no token or session needed (logging in)
+    redirect: bool = False  # answers 302 to another site (OIDC), not JSON
 
 
 class AdminRoutes:
@@ -199,8 +201,12 @@ class AdminRoutes:
                     500,
                     request_id,
                 )
-            response = json_response(result.model_dump(mode="json"), 200, request_id)
-            for name, value in (call.response_headers if call else {}).items():
+            if isinstance(result, Response):
+                response = result
+                response.headers.update({**SECURITY_HEADERS, "x-request-id": request_id[:100]})
+            else:
+                response = json_response(result.model_dump(mode="json"), 200, request_id)
+            for name, value in call.response_headers if call else []:
                 response.headers.append(name, value)
             return response
 
@@ -236,9 +242,12 @@ async def authenticate(
         raise Unauthenticated(
             "Log in (POST /admin/api/v1/session) or send 'Authorization: Bearer <admin token>'."
         )
-    user = await services.in_store_thread(services.operators.user, session.user)
-    if user is None:
-        raise Unauthenticated("This user has been disabled; the session has ended.")
+    user = session.operator
+    if session.local:
+        found = await services.in_store_thread(services.operators.user, session.user)
+        if found is None:
+            raise Unauthenticated("This user has been disabled; the session has ended.")
+        user = found
     if request.method in _CHANGES and not session.csrf_matches(request.headers.get(CSRF_HEADER)):
         raise PermissionDenied(
             f"A change made with a session needs its CSRF token in the {CSRF_HEADER} header."
@@ -334,10 +343,21 @@ def openapi_document(operations: Sequence[Operation]) -> dict[str, Any]:
             "x-permission": op.permission.value,
             "parameters": _path_parameters(op.path) + _query_parameters(op.query),
             "responses": {
-                "200": {
-                    "description": "Done.",
-                    "content": {"application/json": {"schema": ref[op.response]}},
-                },
+                **(
+                    {
+                        "302": {
+                            "description": "To the identity provider.",
+                            "headers": {"location": {"schema": {"type": "string"}}},
+                        }
+                    }
+                    if op.redirect
+                    else {
+                        "200": {
+                            "description": "Done.",
+                            "content": {"application/json": {"schema": ref[op.response]}},
+                        }
+                    }
+                ),
                 **{
                     str(code): {"description": text, "content": envelope}
                     for code, text in _ERROR_STATUSES.items()

@@ -15,6 +15,7 @@ from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operators import OperatorAdmin
 from localgate.adminapi.link import GatewayLink
+from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
@@ -45,6 +46,7 @@ class AdminServices:
     throttle: LoginThrottle
     store_thread: ThreadPoolExecutor
     link: GatewayLink
+    oidc: OidcLogin | None = None
     detectors: dict[str | None, Detector] = field(default_factory=dict)
 
     async def in_store_thread(self, call: Callable[..., T], *args: object) -> T:

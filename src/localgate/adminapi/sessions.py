@@ -25,11 +25,15 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A logged-in user's session."""
+    """A logged-in user's session: a local user (checked again on each request, so
+    disabling them ends it) or one the identity provider vouched for (``operator`` as it
+    was at login, until the session expires)."""
 
     user: str
     csrf_token: str
     expires_at: float  # seconds since the epoch, by the store's clock
+    operator: Operator
+    local: bool
 
     def csrf_matches(self, presented: str | None) -> bool:
         """Whether ``presented`` is this session's CSRF token (constant time)."""
@@ -59,14 +63,17 @@ class SessionStore:
         """How long a session lasts."""
         return self._ttl_s
 
-    def open(self, operator: Operator) -> NewSession:
-        """A new session for ``operator`` (a user)."""
+    def open(self, operator: Operator, *, local: bool = True) -> NewSession:
+        """A new session for ``operator``: a local user, or (``local`` False) one the
+        identity provider vouched for."""
         self._expire()
         session_id = secrets.token_urlsafe(32)
         session = Session(
             user=operator.name.removeprefix("user:"),
             csrf_token=secrets.token_urlsafe(32),
             expires_at=self._clock() + self._ttl_s,
+            operator=operator,
+            local=local,
         )
         self._sessions[_digest(session_id)] = session
         return NewSession(session_id, session)

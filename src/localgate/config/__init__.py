@@ -15,7 +15,7 @@ nothing is half-applied. Environment variables override the file:
 
 from __future__ import annotations
 
-from localgate.config.admin import AdminSettings
+from localgate.config.admin import AdminSettings, OidcSettings
 from localgate.config.audit import AuditSettings
 from localgate.config.limits import LimitSettings, LimitsSettings, Priority, TenantLimitSettings
 from localgate.config.loading import (
@@ -97,6 +97,7 @@ __all__ = [
     "LoggingSettings",
     "MaskSettings",
     "NamedUpstreamSettings",
+    "OidcSettings",
     "OpenAISettings",
     "Priority",
     "PromptDriftSettings",
