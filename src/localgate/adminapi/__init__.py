@@ -6,7 +6,8 @@
 - ``trail``        the admin-action trail, a tamper-evident log in the audit store
 - ``models``       the request and response schemas (the OpenAPI document is made of them)
 - ``routing``      operations, authentication, errors, the OpenAPI document
-- ``operations``   the operations themselves, each a call into an admin service
+- ``operations``   the operations themselves, each a call into an admin service, and
+  their table; ``logins`` and ``auditing`` hold the session and audit ones
 - ``services``     what the operations share, built in the lifespan
 - ``link``         the gateway running beside it: upstreams, circuits, reloads
 - ``app``          the application factory

@@ -1,36 +1,38 @@
 """The admin API's operations: each parses nothing itself, calls one admin service, and
-records in the admin-action trail, before acting, every change and every decryption."""
+records in the admin-action trail, before acting, every change and every decryption. The
+table at the end is the API (``OPERATIONS``); logins are in ``logins``, the audit
+operations in ``auditing``."""
 
 from __future__ import annotations
 
-import base64
-import hmac
-import math
-from datetime import UTC, datetime
 from typing import Any
 
-from starlette.responses import RedirectResponse, Response
-
 from localgate import __version__
-from localgate.admin.audit_search import AuditQuery
 from localgate.admin.cache import CacheAdmin
-from localgate.admin.operators import Operator, Role
+from localgate.admin.operators import Role
 from localgate.admin.rag import RagAdmin
 from localgate.admin.tenants import TenantAdmin
+from localgate.adminapi.auditing import (
+    decrypt_request,
+    list_checkpoints,
+    prove_request,
+    request_records,
+    search_audit,
+    sign_checkpoints,
+    verify_audit,
+)
+from localgate.adminapi.logins import login, logout, oidc_callback, oidc_login, whoami
 from localgate.adminapi.models import (
-    AuditRecordOut,
     AuditSearchParams,
     AuditSearchResult,
     CacheParams,
     CacheStatsOut,
-    CheckpointOut,
     CheckpointsOut,
     CheckpointsParams,
     ClearedOut,
     CollectionsOut,
     ConfigOut,
     DecryptedOut,
-    DecryptedRecord,
     DecryptRequest,
     Finding,
     KeyCreate,
@@ -48,7 +50,6 @@ from localgate.adminapi.models import (
     ReloadOut,
     SignedOut,
     TenantList,
-    TenantVerification,
     TokenList,
     UpstreamOut,
     UpstreamsOut,
@@ -60,115 +61,14 @@ from localgate.adminapi.models import (
     WhoAmI,
 )
 from localgate.adminapi.permissions import Permission
-from localgate.adminapi.routing import API_PREFIX, SESSION_COOKIE, Call, Operation
-from localgate.adminapi.sessions import NewSession
-from localgate.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
+from localgate.adminapi.routing import Call, Operation
+from localgate.errors import NotFound
 from localgate.policy.reload import ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
 from localgate.redaction.stage import build_detector, new_session
 
-__all__ = ["OIDC_COOKIE", "OPERATIONS"]
-
-OIDC_COOKIE = "lg_admin_oidc"
-
-
-# -- who -------------------------------------------------------------------------------
-
-
-async def whoami(call: Call) -> WhoAmI:
-    """The caller."""
-    op = call.operator
-    return WhoAmI(name=op.name, role=op.role, tenant=op.tenant, via=call.via)
-
-
-async def login(call: Call) -> LoginResult:
-    """Check a user's password (throttled per user and address); open a session."""
-    services, body = call.services, call.body
-    address = call.request.client.host if call.request.client else "-"
-    wait = services.throttle.retry_after(body.name, address)
-    if wait is not None:
-        raise ResourceExhausted(
-            "Too many failed logins; try again later.", {"retry-after": str(math.ceil(wait))}
-        )
-    user = await services.in_store_thread(
-        services.operators.check_password, body.name, body.password
-    )
-    if user is None:
-        services.throttle.failed(body.name, address)
-        raise Unauthenticated("The user name or password is not right.")
-    services.throttle.succeeded(body.name, address)
-    opened = services.sessions.open(user)
-    return _session_opened(call, user, body.name, opened)
-
-
-def _session_opened(call: Call, operator: Operator, name: str, opened: NewSession) -> LoginResult:
-    secure = "; Secure" if call.request.url.scheme == "https" else ""
-    call.response_headers.append(
-        (
-            "set-cookie",
-            f"{SESSION_COOKIE}={opened.session_id}; Path=/admin/; HttpOnly; SameSite=Strict; "
-            f"Max-Age={int(call.services.sessions.ttl_s)}{secure}",
-        )
-    )
-    return LoginResult(
-        name=name,
-        role=operator.role,
-        tenant=operator.tenant,
-        csrf_token=opened.session.csrf_token,
-        expires_at=datetime.fromtimestamp(opened.session.expires_at, UTC),
-    )
-
-
-async def oidc_login(call: Call) -> Response:
-    """Send the browser to the identity provider, with the login's state in a cookie."""
-    oidc = call.services.oidc
-    if oidc is None:
-        raise NotFound("OIDC login is not configured (admin.oidc).")
-    url, state = await call.services.in_thread(oidc.begin)
-    secure = "; Secure" if call.request.url.scheme == "https" else ""
-    response = RedirectResponse(url, status_code=302)
-    # Lax, not Strict: the browser must send it back on the provider's redirect.
-    response.headers.append(
-        "set-cookie",
-        f"{OIDC_COOKIE}={state}; Path={API_PREFIX}/oidc/; HttpOnly; SameSite=Lax; "
-        f"Max-Age=600{secure}",
-    )
-    return response
-
-
-async def oidc_callback(call: Call) -> LoginResult:
-    """Finish a login at the identity provider: the code exchanged, the ID token verified,
-    the role read from its claims; a session opened as for a password login."""
-    oidc = call.services.oidc
-    if oidc is None:
-        raise NotFound("OIDC login is not configured (admin.oidc).")
-    query: OidcCallbackParams = call.query
-    if query.error is not None:
-        raise Unauthenticated(f"The identity provider refused the login ({query.error}).")
-    if query.code is None or query.state is None:
-        raise InvalidArgument("The identity provider's answer has no code or state.")
-    # The state must come back to the browser that started the login (no login CSRF).
-    started = call.request.cookies.get(OIDC_COOKIE, "")
-    if not hmac.compare_digest(started.encode(), query.state.encode()):
-        raise Unauthenticated("This login was not started in this browser; start it again.")
-    operator = await call.services.in_thread(oidc.finish, query.code, query.state)
-    opened = call.services.sessions.open(operator, local=False)
-    call.response_headers.append(
-        ("set-cookie", f"{OIDC_COOKIE}=; Path={API_PREFIX}/oidc/; HttpOnly; Max-Age=0")
-    )
-    return _session_opened(call, operator, operator.name, opened)
-
-
-async def logout(call: Call) -> Ok:
-    """End the caller's session (a token has none: nothing to do)."""
-    session_id = call.request.cookies.get(SESSION_COOKIE)
-    if session_id:
-        call.services.sessions.close(session_id)
-    call.response_headers.append(
-        ("set-cookie", f"{SESSION_COOKIE}=; Path=/admin/; HttpOnly; SameSite=Strict; Max-Age=0")
-    )
-    return Ok()
+__all__ = ["OPERATIONS"]
 
 
 # -- tenants and keys ------------------------------------------------------------------
@@ -228,132 +128,6 @@ async def tenant_usage(call: Call) -> UsageOut:
     return UsageOut(
         tenant=usage.tenant, requests=usage.requests, outcomes=usage.outcomes, models=usage.models
     )
-
-
-# -- audit -----------------------------------------------------------------------------
-
-
-async def search_audit(call: Call) -> AuditSearchResult:
-    """Records matching the query, a page at a time."""
-    q: AuditSearchParams = call.query
-    after = (q.after_tenant, q.after_seq) if q.after_tenant and q.after_seq is not None else None
-    query = AuditQuery(
-        tenant=q.tenant,
-        since=q.since,
-        until=q.until,
-        request_id=q.request_id,
-        trace_id=q.trace_id,
-        outcome=q.outcome,
-        model=q.model,
-        kind=q.kind,
-        after=after,
-        limit=q.limit,
-    )
-    found = await call.services.in_thread(call.services.search.search, query)
-    records = [AuditRecordOut(**vars_of(r)) for r in found]
-    following = None
-    if len(found) == q.limit:
-        following = {"after_tenant": found[-1].tenant, "after_seq": found[-1].seq}
-    return AuditSearchResult(records=records, next=following)
-
-
-def vars_of(record: Any) -> dict[str, Any]:
-    """A slotted dataclass's fields."""
-    return {name: getattr(record, name) for name in record.__dataclass_fields__}
-
-
-async def request_records(call: Call) -> RecordsOut:
-    """The metadata of a request's records."""
-    found = await call.services.in_thread(
-        lambda: call.services.audit.records(call.path["request_id"])
-    )
-    return RecordsOut(
-        records=[
-            AuditRecordOut(
-                tenant=r.tenant,
-                seq=r.seq,
-                kind=str(r.header.get("kind", "")),
-                request_id=str(r.header.get("request_id", call.path["request_id"])),
-                header=r.header,
-            )
-            for r in found
-        ]
-    )
-
-
-async def decrypt_request(call: Call) -> DecryptedOut:
-    """A request's decrypted records; the access is recorded, with its reason, first."""
-    request_id = call.path["request_id"]
-    audit = call.services.audit
-    found = await call.services.in_thread(audit.records, request_id)
-    await call.record(
-        "audit.decrypt",
-        target={"request_id": request_id, "tenants": sorted({r.tenant for r in found})},
-        reason=call.body.reason,
-    )
-    records = await call.services.in_thread(lambda: audit.records(request_id, decrypt=True))
-    return DecryptedOut(
-        records=[
-            DecryptedRecord(
-                tenant=r.tenant,
-                seq=r.seq,
-                header=r.header,
-                payload=r.decrypted.get("payload"),
-                original_prompt=r.decrypted.get("original_prompt"),
-            )
-            for r in records
-        ]
-    )
-
-
-async def prove_request(call: Call) -> ProofOut:
-    """An inclusion proof of one of a request's records."""
-    proof = await call.services.in_thread(
-        call.services.audit.prove, call.path["request_id"], call.query.kind
-    )
-    return ProofOut(
-        suite=proof.suite,
-        tenant=proof.tenant,
-        seq=proof.seq,
-        header=base64.b64encode(proof.header).decode(),
-        checkpoint=proof.checkpoint,
-        proof=[base64.b64encode(node).decode() for node in proof.proof],
-    )
-
-
-async def verify_audit(call: Call) -> VerifyOut:
-    """Verify every log (or one tenant's) as ``localgate audit verify`` does."""
-    result = await call.services.in_thread(call.services.audit.verify, call.query.tenant)
-    return VerifyOut(
-        ok=result.ok,
-        signatures_checked=result.signatures_checked,
-        anchor_missing=result.anchor_missing,
-        anchor_problems=result.anchor_problems,
-        tenants=[
-            TenantVerification(
-                tenant=r.tenant,
-                ok=r.ok,
-                records=r.records,
-                checkpoints=r.checkpoints,
-                problem=str(r.problem) if r.problem else None,
-                warnings=r.warnings,
-            )
-            for r in result.reports
-        ],
-    )
-
-
-async def list_checkpoints(call: Call) -> CheckpointsOut:
-    """Signed checkpoints."""
-    found = await call.services.in_thread(call.services.search.checkpoints, call.query.tenant)
-    return CheckpointsOut(checkpoints=[CheckpointOut(**vars_of(c)) for c in found])
-
-
-async def sign_checkpoints(call: Call) -> SignedOut:
-    """Sign the head of every log that grew (the admin trail's own record included)."""
-    await call.record("audit.checkpoint")
-    signed = await call.services.in_thread(call.services.audit.checkpoint)
-    return SignedOut(signed=[CheckpointOut(tenant=s.tenant, size=s.size, note="") for s in signed])
 
 
 # -- cache, configuration, redaction ---------------------------------------------------
