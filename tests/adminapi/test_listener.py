@@ -105,7 +105,7 @@ def serve_fails(env: dict[str, str], *options: str) -> subprocess.CompletedProce
     )
 
 
-def test_the_admin_port_cannot_be_the_data_planes_or_one_in_use(
+def test_the_admin_port_cannot_be_the_data_planes_or_one_in_use_nor_oidc_half_set_up(
     tmp_path: Path, upstream: FakeGemini
 ) -> None:
     env = environment(tmp_path, upstream)
@@ -113,6 +113,16 @@ def test_the_admin_port_cannot_be_the_data_planes_or_one_in_use(
     same = serve_fails(env, "--port", str(port), "--admin-port", str(port))
     assert same.returncode == 1
     assert "the data plane's port" in same.stderr
+
+    config = tmp_path / "oidc.yaml"
+    config.write_text(
+        "admin:\n  oidc:\n    enabled: true\n    issuer: https://sso.example.com\n"
+        "    client_id: lg\n    redirect_uri: https://a.example/admin/api/v1/oidc/callback\n"
+        f"    client_secret_file: {tmp_path / 'missing-secret'}\n"
+    )
+    unreadable = serve_fails(env, "--config", str(config), "--port", str(free_port()))
+    assert unreadable.returncode == 1
+    assert "admin.oidc.client_secret_file" in unreadable.stderr
 
     busy = free_port()
     holder = start(env, busy, tmp_path / "holder.log", "--admin-port", "0")

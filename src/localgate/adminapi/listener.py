@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ import uvicorn
 
 from localgate.adminapi.app import create_admin_app
 from localgate.adminapi.link import GatewayLink
+from localgate.adminapi.oidc import OidcLogin
 from localgate.config import Settings
+from localgate.errors import LocalgateError
 
 __all__ = [
     "AdminListener",
@@ -78,6 +81,10 @@ def admin_listener(
         raise AdminListenerError(
             f"admin.port {chosen} is the data plane's port; the admin API needs its own"
         )
+    try:  # a secret file that cannot be read stops the start, not the first login
+        OidcLogin.from_settings(admin.oidc, time.time)
+    except LocalgateError as exc:
+        raise AdminListenerError(exc.message) from exc
     asked = port is not None or "port" in admin.model_fields_set
     family = socket.AF_INET6 if ":" in admin.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
