@@ -40,7 +40,7 @@ class OidcSettings(Section):
     @model_validator(mode="after")
     def _complete_when_enabled(self) -> OidcSettings:
         if self.enabled and not (self.issuer and self.client_id and self.redirect_uri):
-            raise ValueError("admin.oidc needs issuer, client_id and redirect_uri when enabled")
+            raise ValueError("needs issuer, client_id and redirect_uri when enabled")
         return self
 
 
