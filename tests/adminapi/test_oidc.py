@@ -27,6 +27,7 @@ from starlette.testclient import TestClient
 
 from localgate.adminapi.app import create_admin_app
 from localgate.config import load_settings
+from localgate.errors import ConfigError
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
 
 API = "/admin/api/v1"
@@ -251,3 +252,15 @@ def test_without_oidc_configured_its_routes_are_not_found(tmp_path: Path) -> Non
             client.get(f"{API}/oidc/callback", params={"code": "c", "state": "s"}).status_code
             == 404
         )
+
+
+def test_an_enabled_oidc_login_needs_its_provider_client_and_redirect(tmp_path: Path) -> None:
+    config = tmp_path / "localgate.yaml"
+    config.write_text("admin:\n  oidc:\n    enabled: true\n    client_id: lg\n")
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, {"LOCALGATE_DATA_DIR": str(tmp_path)})
+
+    assert raised.value.problems == [
+        "admin.oidc: needs issuer, client_id and redirect_uri when enabled"
+    ]
