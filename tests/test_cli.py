@@ -201,6 +201,12 @@ CONFIGURED_COMMANDS = {
     "rag list": [],
     "rag delete": ["--collection", "c", "--yes"],
     "quality report": [],
+    "admin token create": ["--role", "viewer"],
+    "admin token list": [],
+    "admin token revoke": ["0123456789abcdef"],
+    "admin user create": ["alice", "--role", "viewer", "--password-stdin"],
+    "admin user list": [],
+    "admin user disable": ["alice"],
 }
 # Reads no configuration (a proof and a public key are all it needs), but takes --config too.
 # Commands that read no configuration: a proof check, and the contract (the same for every

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,7 @@ def create_app(
     drain: Drain | None = None,
     tls: ServerTls | None = None,
     worker: WorkerSlot | None = None,
+    on_started: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> ASGIApp:
     """A gateway for ``settings``; resources open and close with the app's lifespan.
 
@@ -80,7 +81,9 @@ def create_app(
     when the server has started draining (``/readyz`` then answers 503). ``tls`` is the
     server's certificate when it serves HTTPS: its metrics are exported, and a reload
     (SIGHUP) also looks at its files. ``worker``: this process is one of several serving
-    the port (``/metrics`` then sums them all).
+    the port (``/metrics`` then sums them all). ``on_started`` is given the lifespan's state
+    once everything is built (the admin API beside it reads upstreams and reloads through
+    it).
     """
     draining = drain or Drain()
 
@@ -184,19 +187,22 @@ def create_app(
         if worker is not None:
             host_metrics = HostMetrics(metrics.registry, worker.metrics_dir, worker.index)
             await host_metrics.start()
+        state = {
+            "services": services,
+            "keys": keys,
+            "router": router,
+            "vector": vector,
+            "audit": trail.readiness if trail is not None else None,
+            "config": reloader,
+            "drain": draining,
+            "tls": tls,
+            "worker": worker,
+            "host_metrics": host_metrics,
+        }
+        if on_started is not None:
+            on_started(state)
         try:
-            yield {
-                "services": services,
-                "keys": keys,
-                "router": router,
-                "vector": vector,
-                "audit": trail.readiness if trail is not None else None,
-                "config": reloader,
-                "drain": draining,
-                "tls": tls,
-                "worker": worker,
-                "host_metrics": host_metrics,
-            }
+            yield state
         finally:
             if host_metrics is not None:
                 await host_metrics.close()

@@ -19,7 +19,8 @@ __all__ = ["FORMAT_VERSION", "PURGE_HEADER", "Kind", "PendingRecord", "canonical
 FORMAT_VERSION = 1
 # The first line of the signed note in a purge marker (a record of kind "purge").
 PURGE_HEADER = "localgate audit purge"
-Kind = Literal["request", "answer", "purge"]
+# "admin": an action taken through the admin API, in the "_admin" log (adminapi/trail.py).
+Kind = Literal["request", "answer", "purge", "admin"]
 
 
 @dataclass(slots=True)

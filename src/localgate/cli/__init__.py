@@ -32,6 +32,11 @@ PID_FILE = "localgate.pid"
 # each group pays only for the service it calls.
 # name -> (module, attribute, the one-line help shown in `localgate --help`)
 _LAZY_GROUPS = {
+    "admin": (
+        "localgate.cli.admin",
+        "admin",
+        "The admin API's operators: API tokens and local users, with their roles.",
+    ),
     "keys": ("localgate.cli.keys", "keys", "Create, list and revoke tenant API keys."),
     "tenants": (
         "localgate.cli.tenants",
@@ -117,12 +122,19 @@ def main() -> None:
     help="Processes serving the port, one event loop each; auto: one per core "
     "(default: server.workers, 1). docs/workers.md",
 )
+@click.option(
+    "--admin-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port of the admin API (default: admin.port); 0 turns it off.",
+)
 def serve(
     config_path: Path | None,
     host: str | None,
     port: int | None,
     debug: bool,
     workers: str | None,
+    admin_port: int | None,
 ) -> None:
     """Run the gateway."""
 
@@ -168,9 +180,16 @@ def serve(
     if count > 1:
         pid_file = settings.data_dir / PID_FILE
         sys.exit(serve_workers(settings, source, bind_host, bind_port, count, pid_file))
+    from localgate.adminapi.listener import (
+        AdminListenerError,
+        GatewayLink,
+        admin_listener,
+        run_beside,
+    )
     from localgate.app.drain import Drain, DrainingServer
 
     drain = Drain()
+    link = GatewayLink()  # the admin API's view of this gateway, once started
     config = uvicorn.Config(
         create_app(
             settings,
@@ -181,6 +200,7 @@ def serve(
             drain=drain,
             tls=tls,
             worker=worker.slot if worker is not None else None,
+            on_started=link.attach,
         ),
         host=bind_host,
         port=bind_port,
@@ -190,12 +210,21 @@ def serve(
         **tls_server_options(tls),
     )
     delay_s = settings.server.drain_delay_s
+    if worker is not None and worker.slot.index != 0:
+        admin_port = 0  # with several workers, the first one serves the admin API
+    try:
+        admin = admin_listener(
+            settings, source, admin_port, tls_server_options(tls), data_port=bind_port, link=link
+        )
+    except AdminListenerError as exc:
+        click.echo(f"localgate: cannot start: {exc}", err=True)
+        sys.exit(1)
     if worker is None:
         server = DrainingServer(config, drain, delay_s)
-        server.run()
+        run_beside(server, admin)
     else:
         server = worker.server(config, drain, delay_s)
-        server.run(sockets=[worker.listener()])
+        run_beside(server, admin, sockets=[worker.listener()])
     if not server.started:
         sys.exit(3)  # the port in use, the app's start-up failed: logged above
 

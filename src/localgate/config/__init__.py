@@ -17,6 +17,7 @@ nothing is half-applied. Environment variables override the file:
 
 from __future__ import annotations
 
+from localgate.config.admin import AdminSettings, OidcSettings
 from localgate.config.audit import AuditSettings
 from localgate.config.limits import LimitSettings, LimitsSettings, Priority, TenantLimitSettings
 from localgate.config.loading import (
@@ -89,6 +90,7 @@ __all__ = [
     "ENV_UPSTREAM_KEY",
     "ENV_UPSTREAM_URL",
     "Action",
+    "AdminSettings",
     "AuditSettings",
     "Authentication",
     "CacheSettings",
@@ -102,6 +104,7 @@ __all__ = [
     "LoggingSettings",
     "MaskSettings",
     "NamedUpstreamSettings",
+    "OidcSettings",
     "OpenAISettings",
     "Priority",
     "PromptDriftSettings",

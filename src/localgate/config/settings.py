@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from localgate.config.admin import AdminSettings
 from localgate.config.audit import AuditSettings
 from localgate.config.base import Section
 from localgate.config.limits import (
@@ -63,6 +64,7 @@ class Settings(Section):
     limits: LimitsSettings = LimitsSettings()
     openai: OpenAISettings = OpenAISettings()
     quality: QualitySettings = QualitySettings()
+    admin: AdminSettings = AdminSettings()
     # Resolved from GEMINI_API_KEY or upstream.api_key_file; never read from the YAML itself.
     upstream_api_key: Secret | None = Field(None, exclude=True)
     # From LOCALGATE_CHROMA_TOKEN: the Chroma server's token, sent as a bearer token.

@@ -1,0 +1,96 @@
+"""The admin API's application factory: its services open and close with its lifespan."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from localgate.admin.audit import AuditAdmin
+from localgate.admin.audit_search import AuditSearch
+from localgate.admin.keys import KeyAdmin
+from localgate.admin.operators import OperatorAdmin
+from localgate.adminapi.link import GatewayLink
+from localgate.adminapi.oidc import OidcLogin
+from localgate.adminapi.operations import OPERATIONS
+from localgate.adminapi.routing import (
+    AdminRoutes,
+    http_exception,
+    json_response,
+    openapi_document,
+)
+from localgate.adminapi.services import AdminServices
+from localgate.adminapi.sessions import Clock, LoginThrottle, SessionStore
+from localgate.adminapi.trail import AdminTrail
+from localgate.config import Settings
+
+__all__ = ["admin_openapi", "create_admin_app"]
+
+
+def admin_openapi() -> dict[str, Any]:
+    """The admin API's OpenAPI 3.1 document (served at /admin/api/openapi.json)."""
+    return openapi_document(OPERATIONS)
+
+
+def create_admin_app(
+    settings: Settings,
+    source: Path | None = None,
+    *,
+    clock: Clock = time.time,
+    link: GatewayLink | None = None,
+) -> Starlette:
+    """The admin API for ``settings``; ``clock`` times sessions and login throttling;
+    ``link`` is the gateway running beside it, if any."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        operators = OperatorAdmin.open(settings)
+        keys = KeyAdmin.open(settings)
+        trail = AdminTrail.open(settings)
+        store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")
+        services = AdminServices(
+            settings=settings,
+            source=source,
+            operators=operators,
+            keys=keys,
+            audit=AuditAdmin(settings),
+            search=AuditSearch(settings),
+            trail=trail,
+            sessions=SessionStore(settings.admin.session_ttl_s, clock),
+            throttle=LoginThrottle(
+                settings.admin.login_max_failures, settings.admin.login_window_s, clock
+            ),
+            store_thread=store_thread,
+            link=link or GatewayLink(),
+            oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
+        )
+        try:
+            yield {"services": services}
+        finally:
+            store_thread.shutdown(wait=True)
+            trail.close()
+            keys.close()
+            operators.close()
+
+    document = admin_openapi()
+
+    async def openapi(request: Request) -> Response:
+        return json_response(document, 200, request.headers.get("x-request-id") or "-")
+
+    return Starlette(
+        routes=[
+            Route("/admin/api/openapi.json", openapi, methods=["GET"]),
+            *AdminRoutes(OPERATIONS).routes(),
+        ],
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_exception},
+    )
