@@ -8,23 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.core.result import Err, Ok
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
+from schemathesis.specs.openapi.checks import response_headers_conformance
 
 from localgate.admin.operators import Role
 from localgate.adminapi.app import admin_openapi
 from localgate.adminapi.operations import OPERATIONS
 from localgate.adminapi.permissions import allowed
 from tests.adminapi.conftest import AdminApi
+from tests.contract.harness import CHECKS, cases, keeps_contract
 
 
 def test_the_document_is_valid_openapi_3_1_and_covers_every_operation() -> None:
@@ -48,20 +41,7 @@ def test_the_listener_serves_it(admin_api: AdminApi) -> None:
     assert answer.json() == admin_openapi()
 
 
-def _operation(result: Ok[Any] | Err[Any]) -> Any:
-    if isinstance(result, Err):
-        raise AssertionError(f"schemathesis cannot read an operation: {result.err()}")
-    return result.ok()
-
-
-CONTRACT = schemathesis.openapi.from_dict(admin_openapi())
 OPERATIONS_BY_ID = {op.operation_id: op for op in OPERATIONS}
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-]
 
 
 def _role_for(operation_id: str) -> Role:
@@ -74,42 +54,26 @@ def _takes_input(operation: Any) -> bool:
     return "requestBody" in raw or any(p["in"] == "query" for p in raw["parameters"])
 
 
+def _admin_refusal(case: Any, response: Any) -> None:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["code"] == response.status_code
+
+
 # Negative cases (schema-violating input) for the operations that take a body or a query.
-CASES = [
-    pytest.param(operation, mode, id=f"{operation.label} {mode.value}")
-    for operation in (_operation(result) for result in CONTRACT.get_all_operations())
-    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    if mode is GenerationMode.POSITIVE or _takes_input(operation)
-]
-
-
-@pytest.mark.parametrize(("operation", "mode"), CASES)
+@pytest.mark.parametrize(("operation", "mode"), cases(admin_openapi(), negative=_takes_input))
 def test_the_admin_api_keeps_its_contract(
     operation: Any, mode: GenerationMode, admin_api: AdminApi
 ) -> None:
     operation_id = operation.definition.raw["operationId"]
     token = admin_api.tokens[_role_for(operation_id)]
-    # Opening the vector store per call is slow; a few cases show its contract.
-    examples = 5 if operation_id in ("cacheStats", "clearCache") else 25
-
-    @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
+    keeps_contract(
+        operation,
+        mode,
+        base_url=admin_api.base_url,
+        headers={"authorization": f"Bearer {token}"},
+        refusal=_admin_refusal,
+        # Opening the vector store per call is slow; a few cases show its contract.
+        examples=5 if operation_id in ("cacheStats", "clearCache") else 25,
+        checks=[c for c in CHECKS if c is not response_headers_conformance],
     )
-    def keeps_it(case: Any) -> None:
-        response = case.call_and_validate(
-            base_url=admin_api.base_url,
-            headers={"authorization": f"Bearer {token}"},
-            checks=CHECKS,
-            timeout=60,
-        )
-        if response.status_code >= 400:
-            body = response.json()
-            assert set(body) == {"error"}, body
-            assert body["error"]["code"] == response.status_code
-
-    keeps_it()

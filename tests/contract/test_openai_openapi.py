@@ -15,24 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
-from schemathesis.core.result import Err, Ok
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from localgate.openai.chat import CHAT_PARAMETERS
 from localgate.openai.embeddings import EMBEDDING_PARAMETERS
 from localgate.openai.openapi import BASES, openai_document
 from localgate.openai.routes import OpenAIOperation
 from tests.conftest import RunningGateway
+from tests.contract.harness import CHECKS, cases, keeps_contract, operations
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "openapi" / "openai.json"
 
@@ -75,53 +66,23 @@ def test_the_gateway_serves_it_without_a_key(gateway: RunningGateway) -> None:
     assert answer.json() == openai_document()
 
 
-def _operation(result: Ok[Any] | Err[Any]) -> Any:
-    if isinstance(result, Err):
-        raise AssertionError(f"schemathesis cannot read an operation: {result.err()}")
-    return result.ok()
+def _openai_refusal(case: Any, response: Any) -> None:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
 
 
-CONTRACT = schemathesis.openapi.from_dict(openai_document())
-OPERATIONS = [_operation(result) for result in CONTRACT.get_all_operations()]
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-]
-CASES = [
-    pytest.param(operation, mode, id=f"{operation.label} {mode.value}")
-    for operation in OPERATIONS
-    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-]
-
-
-@pytest.mark.parametrize(("operation", "mode"), CASES)
+@pytest.mark.parametrize(("operation", "mode"), cases(openai_document()))
 def test_the_gateway_keeps_its_openai_contract(
     operation: Any, mode: GenerationMode, gateway: RunningGateway
 ) -> None:
-    @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
-        max_examples=25,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
+    keeps_contract(
+        operation,
+        mode,
+        base_url=gateway.base_url,
+        headers={"authorization": f"Bearer {gateway.key}"},
+        refusal=_openai_refusal,
     )
-    def keeps_it(case: Any) -> None:
-        response = case.call_and_validate(
-            base_url=gateway.base_url,
-            headers={"authorization": f"Bearer {gateway.key}"},
-            checks=CHECKS,
-            timeout=60,
-        )
-        if response.status_code >= 400:
-            body = response.json()
-            assert set(body) == {"error"}, body
-            assert set(body["error"]) == {"message", "type", "param", "code"}, body
-
-    keeps_it()
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -163,7 +124,7 @@ def test_refusals_under_both_bases_use_openais_shape(gateway: RunningGateway, ba
 # Generated chat requests are mostly refused (a tool message must answer a tool call of an
 # earlier message, which a schema cannot say): these answered ones hold the 200s to the
 # document, JSON and stream alike.
-CHAT = next(op for op in OPERATIONS if op.path.endswith("/chat/completions"))
+CHAT = next(op for op in operations(openai_document()) if op.path.endswith("/chat/completions"))
 ANSWERED = {
     "plain": {"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": "Hi"}]},
     "every knob": {
