@@ -20,7 +20,7 @@ from localgate import __version__
 from localgate.gemini.routes import GeminiMethod
 from localgate.gemini.schemas import request_schemas
 
-__all__ = ["openapi_document"]
+__all__ = ["HEADERS", "json_array", "json_object", "openapi_document"]
 
 _REF = "#/components/schemas/"
 _MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"
@@ -74,18 +74,22 @@ def _document() -> dict[str, Any]:
     schemas: dict[str, Any] = {
         "ErrorEnvelope": _ERROR_ENVELOPE,
         "GenerateContentResponse": _GENERATE_CONTENT_RESPONSE,
-        "CountTokensResponse": _object({"totalTokens": {"type": "integer"}}, ["totalTokens"]),
-        "EmbedContentResponse": _object(
-            {"embedding": _object({"values": _array({"type": "number"})}, ["values"])},
+        "CountTokensResponse": json_object({"totalTokens": {"type": "integer"}}, ["totalTokens"]),
+        "EmbedContentResponse": json_object(
+            {"embedding": json_object({"values": json_array({"type": "number"})}, ["values"])},
             ["embedding"],
         ),
-        "BatchEmbedContentsResponse": _object(
-            {"embeddings": _array(_object({"values": _array({"type": "number"})}, ["values"]))},
+        "BatchEmbedContentsResponse": json_object(
+            {
+                "embeddings": json_array(
+                    json_object({"values": json_array({"type": "number"})}, ["values"])
+                )
+            },
             ["embeddings"],
         ),
-        "Model": _object({"name": {"type": "string"}}, ["name"]),
-        "ListModelsResponse": _object(
-            {"models": _array({"$ref": _REF + "Model"}), "nextPageToken": {"type": "string"}},
+        "Model": json_object({"name": {"type": "string"}}, ["name"]),
+        "ListModelsResponse": json_object(
+            {"models": json_array({"$ref": _REF + "Model"}), "nextPageToken": {"type": "string"}},
             [],
         ),
     }
@@ -132,7 +136,7 @@ def _document() -> dict[str, Any]:
                 "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "x-goog-api-key"},
                 "apiKeyQuery": {"type": "apiKey", "in": "query", "name": "key"},
             },
-            "headers": _HEADERS,
+            "headers": HEADERS,
             "parameters": _PARAMETERS,
             "responses": {
                 status: {
@@ -258,25 +262,27 @@ def _without_titles(schema: Any) -> Any:
     return schema
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def json_object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A JSON Schema object with these properties (``required``: those it must have)."""
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     return schema
 
 
-def _array(items: dict[str, Any]) -> dict[str, Any]:
+def json_array(items: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema array of ``items``."""
     return {"type": "array", "items": items}
 
 
-_ERROR_ENVELOPE = _object(
+_ERROR_ENVELOPE = json_object(
     {
-        "error": _object(
+        "error": json_object(
             {
                 "code": {"type": "integer", "minimum": 400, "maximum": 599},
                 "message": {"type": "string", "minLength": 1},
                 "status": {"type": "string", "pattern": "^[A-Z_]+$"},
-                "details": _array({"type": "object"}),
+                "details": json_array({"type": "object"}),
             },
             ["code", "message", "status"],
         )
@@ -284,13 +290,13 @@ _ERROR_ENVELOPE = _object(
     ["error"],
 )
 
-_GENERATE_CONTENT_RESPONSE = _object(
+_GENERATE_CONTENT_RESPONSE = json_object(
     {
-        "candidates": _array(
-            _object(
+        "candidates": json_array(
+            json_object(
                 {
-                    "content": _object(
-                        {"role": {"type": "string"}, "parts": _array({"type": "object"})}, []
+                    "content": json_object(
+                        {"role": {"type": "string"}, "parts": json_array({"type": "object"})}, []
                     ),
                     "finishReason": {"type": "string"},
                     "index": {"type": "integer"},
@@ -300,7 +306,7 @@ _GENERATE_CONTENT_RESPONSE = _object(
             )
         ),
         "promptFeedback": {"type": "object"},
-        "usageMetadata": _object(
+        "usageMetadata": json_object(
             {
                 "promptTokenCount": {"type": "integer"},
                 "candidatesTokenCount": {"type": "integer"},
@@ -316,7 +322,8 @@ _GENERATE_CONTENT_RESPONSE = _object(
     [],
 )
 
-_HEADERS: dict[str, Any] = {
+# The localgate headers both dialects' documents describe (components.headers).
+HEADERS: dict[str, Any] = {
     "RequestId": {
         "description": "The request's id: in the access log and the audit record.",
         "schema": {"type": "string"},

@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from localgate import __version__
+from localgate.gemini.openapi import HEADERS, json_array, json_object
 from localgate.openai.chat import CHAT_PARAMETERS, MESSAGE_FIELDS, REASONING_EFFORTS
 from localgate.openai.embeddings import EMBEDDING_PARAMETERS, MAX_INPUTS
 
@@ -230,8 +231,8 @@ def _document() -> dict[str, Any]:
                 "ChatCompletionChunk": _CHAT_COMPLETION_CHUNK,
                 "EmbeddingList": _EMBEDDING_LIST,
                 "Model": _MODEL,
-                "ModelList": _object(
-                    {"object": {"const": "list"}, "data": _array({"$ref": _REF + "Model"})},
+                "ModelList": json_object(
+                    {"object": {"const": "list"}, "data": json_array({"$ref": _REF + "Model"})},
                     ["object", "data"],
                 ),
                 "Error": _ERROR,
@@ -326,21 +327,10 @@ def _operation(suffix: str, operation_id: str, summary: str) -> dict[str, Any]:
     return operation
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def _array(items: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "items": items}
-
-
 _NULLABLE_STRING = {"type": ["string", "null"]}
-_ERROR = _object(
+_ERROR = json_object(
     {
-        "error": _object(
+        "error": json_object(
             {
                 "message": {"type": "string", "minLength": 1},
                 "type": {"type": "string"},
@@ -352,7 +342,7 @@ _ERROR = _object(
     },
     ["error"],
 )
-_USAGE = _object(
+_USAGE = json_object(
     {
         "prompt_tokens": {"type": "integer"},
         "completion_tokens": {"type": "integer"},
@@ -360,21 +350,21 @@ _USAGE = _object(
     },
     ["prompt_tokens", "completion_tokens", "total_tokens"],
 )
-_CHAT_COMPLETION = _object(
+_CHAT_COMPLETION = json_object(
     {
         "id": {"type": "string"},
         "object": {"const": "chat.completion"},
         "created": {"type": "integer"},
         "model": {"type": "string"},
-        "choices": _array(
-            _object(
+        "choices": json_array(
+            json_object(
                 {
                     "index": {"type": "integer"},
-                    "message": _object(
+                    "message": json_object(
                         {
                             "role": {"const": "assistant"},
                             "content": _NULLABLE_STRING,
-                            "tool_calls": _array({"type": "object"}),
+                            "tool_calls": json_array({"type": "object"}),
                         },
                         ["role"],
                     ),
@@ -387,28 +377,28 @@ _CHAT_COMPLETION = _object(
     },
     ["id", "object", "created", "model", "choices"],
 )
-_CHAT_COMPLETION_CHUNK = _object(
+_CHAT_COMPLETION_CHUNK = json_object(
     {
         "id": {"type": "string"},
         "object": {"const": "chat.completion.chunk"},
         "created": {"type": "integer"},
         "model": {"type": "string"},
-        "choices": _array({"type": "object"}),
+        "choices": json_array({"type": "object"}),
         "usage": {"oneOf": [_USAGE, {"type": "null"}]},
     },
     ["id", "object", "created", "model", "choices"],
 )
-_EMBEDDING_LIST = _object(
+_EMBEDDING_LIST = json_object(
     {
         "object": {"const": "list"},
-        "data": _array(
-            _object(
+        "data": json_array(
+            json_object(
                 {
                     "object": {"const": "embedding"},
                     "index": {"type": "integer"},
                     "embedding": {
                         "oneOf": [
-                            _array({"type": "number"}),
+                            json_array({"type": "number"}),
                             {"type": "string", "description": "base64 of float32 values"},
                         ]
                     },
@@ -421,7 +411,7 @@ _EMBEDDING_LIST = _object(
     },
     ["object", "data", "model"],
 )
-_MODEL = _object(
+_MODEL = json_object(
     {
         "id": {"type": "string"},
         "object": {"const": "model"},
@@ -430,20 +420,7 @@ _MODEL = _object(
     },
     ["id", "object"],
 )
-_HEADERS: dict[str, Any] = {
-    "RequestId": {
-        "description": "The request's id: in the access log and the audit record.",
-        "schema": {"type": "string"},
-    },
-    "Cache": {
-        "description": "`hit` (exact or semantic) or `miss`, when the tenant's cache is on.",
-        "schema": {"type": "string"},
-    },
-    "RetryAfter": {
-        "description": "Seconds to wait before trying again.",
-        "schema": {"type": "integer", "minimum": 0},
-    },
-}
+_HEADERS: dict[str, Any] = {name: HEADERS[name] for name in ("RequestId", "Cache", "RetryAfter")}
 _SUCCESS_HEADERS = {
     "x-request-id": {"$ref": "#/components/headers/RequestId"},
     "x-localgate-cache": {"$ref": "#/components/headers/Cache"},
