@@ -22,6 +22,7 @@ import mmap
 import re
 import secrets
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,7 +75,7 @@ class KeyStore(Protocol):
     """Resolves presented keys to principals."""
 
     def authenticate(self, presented: str | None) -> Principal:
-        """The principal for this key, or raise ``Unauthenticated``/``PermissionDenied``."""
+        """The principal for ``presented``, or raise."""
         ...
 
     def check(self) -> None:
@@ -155,22 +156,7 @@ class SqliteKeyStore:
 
     def authenticate(self, presented: str | None) -> Principal:
         """The principal for ``presented``, or raise."""
-        if not presented:
-            raise Unauthenticated(
-                "No API key: send your localgate key in the x-goog-api-key header, "
-                "the ?key= parameter or 'Authorization: Bearer'."
-            )
-        found = _KEY_FORMAT.match(presented)
-        if found is None:
-            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
-        key_id = found["key_id"]
-        digest = _digest(found["secret"])
-        stored_digest, principal = self._lookup(key_id)
-        if not hmac.compare_digest(digest, stored_digest):
-            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
-        if principal is None:
-            raise PermissionDenied(f"The API key {key_id} has been revoked.")
-        return principal
+        return authenticate_with(presented, self._lookup)
 
     def check(self) -> None:
         """Raise ``ServiceUnavailable`` if the database cannot be read."""
@@ -266,3 +252,27 @@ def _digest(secret: str) -> bytes:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def authenticate_with(
+    presented: str | None, lookup: Callable[[str], tuple[bytes, Principal | None]]
+) -> Principal:
+    """The principal of the key ``presented``, its stored digest and principal found by
+    ``lookup`` (a key store's, whichever database it reads); raise ``Unauthenticated``
+    for no key, a malformed or a wrong one, ``PermissionDenied`` for a revoked one."""
+    if not presented:
+        raise Unauthenticated(
+            "No API key: send your localgate key in the x-goog-api-key header, "
+            "the ?key= parameter or 'Authorization: Bearer'."
+        )
+    found = _KEY_FORMAT.match(presented)
+    if found is None:
+        raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+    key_id = found["key_id"]
+    digest = _digest(found["secret"])
+    stored_digest, principal = lookup(key_id)
+    if not hmac.compare_digest(digest, stored_digest):
+        raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
+    if principal is None:
+        raise PermissionDenied(f"The API key {key_id} has been revoked.")
+    return principal

@@ -15,22 +15,20 @@ database, which answers (and sees a revocation) or fails the request with 503.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import threading
 import time
 from typing import Any
 
-from localgate.errors import PermissionDenied, ServiceUnavailable, Unauthenticated
+from localgate.errors import ServiceUnavailable
 from localgate.exchange.principal import Principal
 from localgate.identity.keys import (
     _DUMMY_DIGEST,
-    _KEY_FORMAT,
     TENANT_FORMAT,
     ApiKeyRecord,
     IssuedKey,
-    _digest,
     _now,
+    authenticate_with,
     new_key,
 )
 from localgate.state.migrate import upgrade_schema
@@ -121,22 +119,7 @@ class PostgresKeyStore:
 
     def authenticate(self, presented: str | None) -> Principal:
         """The principal for ``presented``, or raise."""
-        if not presented:
-            raise Unauthenticated(
-                "No API key: send your localgate key in the x-goog-api-key header, "
-                "the ?key= parameter or 'Authorization: Bearer'."
-            )
-        found = _KEY_FORMAT.match(presented)
-        if found is None:
-            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
-        key_id = found["key_id"]
-        digest = _digest(found["secret"])
-        stored_digest, principal = self._lookup(key_id)
-        if not hmac.compare_digest(digest, stored_digest):
-            raise Unauthenticated("API key not valid. Please pass a valid localgate API key.")
-        if principal is None:
-            raise PermissionDenied(f"The API key {key_id} has been revoked.")
-        return principal
+        return authenticate_with(presented, self._lookup)
 
     def check(self) -> None:
         """Raise ``ServiceUnavailable`` if the database cannot be read."""
