@@ -84,35 +84,28 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+# Environment variables that set one setting of a section: (variable, section, setting).
+_SECTION_ENVIRONMENT = (
+    (ENV_AUDIT_DSN, "audit", "postgres_dsn"),
+    (ENV_REDIS_URL, "limits", "redis_url"),
+    (ENV_CHROMA_URL, "cache", "chroma_url"),
+    (ENV_UPSTREAM_URL, "upstream", "base_url"),
+)
+
+
 def _apply_environment(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     if env.get(ENV_DATA_DIR):
         raw["data_dir"] = env[ENV_DATA_DIR]
     if env.get(ENV_DATABASE_URL):
         raw["database_url"] = env[ENV_DATABASE_URL]
-    if env.get(ENV_AUDIT_DSN):
-        audit = raw.get("audit")
-        if audit is None:
-            audit = raw["audit"] = {}
-        if isinstance(audit, dict):
-            audit["postgres_dsn"] = env[ENV_AUDIT_DSN]
-    if env.get(ENV_REDIS_URL):
-        limits = raw.get("limits")
-        if limits is None:
-            limits = raw["limits"] = {}
-        if isinstance(limits, dict):
-            limits["redis_url"] = env[ENV_REDIS_URL]
-    if env.get(ENV_CHROMA_URL):
-        cache = raw.get("cache")
-        if cache is None:
-            cache = raw["cache"] = {}
-        if isinstance(cache, dict):
-            cache["chroma_url"] = env[ENV_CHROMA_URL]
-    if env.get(ENV_UPSTREAM_URL):
-        upstream = raw.get("upstream")
-        if upstream is None:
-            upstream = raw["upstream"] = {}
-        if isinstance(upstream, dict):
-            upstream["base_url"] = env[ENV_UPSTREAM_URL]
+    for variable, name, setting in _SECTION_ENVIRONMENT:
+        if not env.get(variable):
+            continue
+        section = raw.get(name)
+        if section is None:
+            section = raw[name] = {}
+        if isinstance(section, dict):  # else the file's own error is reported
+            section[setting] = env[variable]
 
 
 def _upstream_key(settings: Settings, env: Mapping[str, str], source: str) -> Secret | None:
