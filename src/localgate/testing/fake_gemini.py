@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from localgate.testing.loopback import LoopbackServer
 
 __all__ = ["HOLD_LIMIT_S", "FakeGemini", "RecordedRequest"]
 
@@ -66,8 +67,10 @@ class _Behaviour:
     avg_logprobs: dict[str, float] | None = None
 
 
-class FakeGemini:
+class FakeGemini(LoopbackServer):
     """The fake Gemini API server; use as a context manager or call start()/stop()."""
+
+    thread_name = "fake-gemini"
 
     def __init__(
         self,
@@ -77,18 +80,13 @@ class FakeGemini:
         record: bool = True,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.host = host
-        self.port = port
+        # Serves HTTPS with ssl_context (its certificate; client certificates if it asks).
+        super().__init__(host, port, ssl_context)
         self.record = record
-        # Serve HTTPS with this context (its certificate; client certificates if it asks).
-        self.ssl_context = ssl_context
         self.requests: list[RecordedRequest] = []
         self.stream_abandoned = threading.Event()
         self._behaviour = _Behaviour()
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -97,46 +95,6 @@ class FakeGemini:
         """The URL to configure as the gateway's upstream."""
         scheme = "http" if self.ssl_context is None else "https"
         return f"{scheme}://{self.host}:{self.port}"
-
-    def start(self) -> FakeGemini:
-        """Start serving in a background thread; returns once the port is bound."""
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._start_site())
-            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
-                failure.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._stop_site())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-gemini", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
-        return self
-
-    def stop(self) -> None:
-        """Stop the server and its thread."""
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-        self._loop = None
-        self._thread = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # -- behaviour --------------------------------------------------------------
 
@@ -239,21 +197,6 @@ class FakeGemini:
             self._behaviour.usage = usage
 
     # -- server -------------------------------------------------------------------
-
-    async def _start_site(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock, ssl_context=self.ssl_context).start()
-
-    async def _stop_site(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

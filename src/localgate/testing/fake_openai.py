@@ -13,8 +13,6 @@ status, answer a body that is not JSON, or break a stream off. Every request is 
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +21,7 @@ import orjson
 from aiohttp import web
 
 from localgate.testing.fake_gemini import RecordedRequest
+from localgate.testing.loopback import LoopbackServer
 
 __all__ = ["FakeOpenAI", "ScriptedAnswer"]
 
@@ -50,55 +49,21 @@ class _Behaviour:
     usage: dict[str, Any] | None = None
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     """The fake OpenAI-compatible server; use as a context manager."""
 
+    thread_name = "fake-openai"
+
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self.host = host
-        self.port = 0
+        super().__init__(host)
         self.requests: list[RecordedRequest] = []
         self._behaviour = _Behaviour()
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The URL an OpenAI client takes as its base_url (ends in ``/v1``)."""
         return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> FakeOpenAI:
-        """Serve in a background thread; returns once the port is bound."""
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            loop.run_until_complete(self._start_site())
-            ready.set()
-            loop.run_forever()
-            if self._runner is not None:
-                loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-openai", daemon=True)
-        self._thread.start()
-        ready.wait(timeout=60)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving."""
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-        self._loop = self._thread = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # -- behaviour ----------------------------------------------------------------------
 
@@ -153,17 +118,6 @@ class FakeOpenAI:
             self._behaviour.usage = usage
 
     # -- server -------------------------------------------------------------------------
-
-    async def _start_site(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
