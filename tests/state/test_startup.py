@@ -168,3 +168,34 @@ def test_keys_made_with_the_cli_live_in_the_shared_database(tmp_path: Path, dsn:
     assert [(key["key_id"], key["tenant"]) for key in listed] == [(created["key_id"], "acme")]
     assert listed[0]["revoked_at"] is not None
     assert not (tmp_path / "data" / "localgate.db").exists()
+
+
+def test_a_failure_while_the_gateway_builds_itself_is_one_line_and_closes_what_it_opened(
+    tmp_path: Path,
+) -> None:
+    # Past the checks before the start: the vector store's directory is a file, which only
+    # opening the store (inside the server's start) finds out.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "chroma").touch()
+    config = tmp_path / "localgate.yaml"
+    config.write_text("cache:\n  enabled: true\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LOCALGATE_DATA_DIR": str(data),
+        "LOCALGATE_CONFIG": str(config),
+        "GEMINI_API_KEY": "upstream-key",
+    }
+
+    quiet = serve(env, "--port", str(free_port()), "--admin-port", "0")
+    loud = serve(env, "--port", str(free_port()), "--admin-port", "0", "--debug")
+
+    assert quiet.returncode != 0
+    output = quiet.stdout + quiet.stderr
+    assert "Traceback" not in output
+    assert "cannot start: NotADirectoryError" in output
+    assert "chroma" in output
+    # What it opened before failing is closed, not left to the garbage collector.
+    assert "Unclosed" not in output
+    assert loud.returncode != 0
+    assert "Traceback" in loud.stdout + loud.stderr

@@ -151,6 +151,10 @@ def serve(
         level="DEBUG" if debug else settings.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not debug:
+        from localgate.cli.quiet import OneLineStartupErrors
+
+        logging.getLogger("uvicorn.error").addFilter(OneLineStartupErrors())
     bind_host = host or settings.server.host
     bind_port = settings.server.port if port is None else port
     tls = _server_tls_or_exit(settings)
