@@ -25,6 +25,7 @@ from click.testing import CliRunner, Result
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_report import ACCESS_RECORDED_SINCE
 from localgate.admin.operators import OperatorAdmin, Role
+from localgate.adminapi.trail import AdminTrail
 from localgate.audit.records import ADMIN_LOG
 from localgate.cli import main
 from localgate.config import Settings, load_settings
@@ -100,7 +101,7 @@ def access(html: str) -> dict[str, Any]:
         "reads": int(figure["payload-reads"]),
         "rows": rows("access-table"),
         "by_actor": {
-            (row[0], row[1]): (int(row[3]), int(row[2])) for row in rows("access-by-actor")
+            (row[0], row[1]): (int(row[2]), int(row[3])) for row in rows("access-by-actor")
         },
         "none": " ".join(none.get_text().split()) if none else None,
     }
@@ -336,3 +337,25 @@ def test_without_the_master_key_nothing_is_read_or_put_on_record(log: Trail) -> 
     assert "nothing was decrypted" in result.output
     assert "Hello from" not in result.output
     assert log.admin_headers() == before
+
+
+def test_a_failed_read_shows_its_failure_and_counts_once(log: Trail, tmp_path: Path) -> None:
+    target = {"request_id": log.request_ids["acme"], "tenants": ["acme"]}
+    trail = AdminTrail.open(log.settings(), create_keys=False)
+    try:
+        trail.record_local("os:mallory@db1", "audit.decrypt", target=target, reason="one more look")
+        trail.record_local("os:mallory@db1", "audit.decrypt", target=target, outcome="failed: X")
+    finally:
+        trail.close()
+    out = tmp_path / "report.html"
+
+    result = log.report(out)
+    shown = access(out.read_text())
+
+    assert result.exit_code == 0, result.output
+    assert shown["reads"] == 3
+    assert shown["by_actor"][("os:mallory@db1", "cli")] == (1, 1)
+    assert [row[6] for row in shown["rows"] if row[1] == "os:mallory@db1"] == [
+        "on record before the read",
+        "failed: X",
+    ]
