@@ -91,7 +91,7 @@ def test_every_request_is_on_record_redacted_and_verifiable(
     verified = cli("verify")
     assert verified.exit_code == 0, verified.output
     assert "acme: OK (5 records, 1 checkpoints)" in verified.output
-    found = cli("find-prompt", "--tenant", "acme", PROMPT)
+    found = cli("find-prompt", "--tenant", "acme", PROMPT, "--reason", "test: was it sent?")
     assert first in found.output
 
 

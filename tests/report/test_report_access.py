@@ -334,7 +334,7 @@ def test_without_the_master_key_nothing_is_read_or_put_on_record(log: Trail) -> 
     )
 
     assert result.exit_code == 1
-    assert "nothing was decrypted" in result.output
+    assert "nothing was read" in result.output
     assert "Hello from" not in result.output
     assert log.admin_headers() == before
 
@@ -359,3 +359,24 @@ def test_a_failed_read_shows_its_failure_and_counts_once(log: Trail, tmp_path: P
         "on record before the read",
         "failed: X",
     ]
+
+
+def test_a_prompt_search_is_a_recorded_access_without_its_texts(log: Trail, tmp_path: Path) -> None:
+    refused = log.cli("find-prompt", "--tenant", "acme", "Hello from acme")
+    found = log.cli(
+        "find-prompt", "--tenant", "acme", "Hello from acme", "--reason", "case 88: was it sent?"
+    )
+    acme, globex = tmp_path / "acme.html", tmp_path / "globex.html"
+    log.report(acme)
+    log.report(globex, tenant="globex")
+
+    assert refused.exit_code == 2
+    assert "--reason" in refused.output
+    assert found.exit_code == 0, found.output
+    assert log.request_ids["acme"] in found.output
+    [entry] = [h for h in log.admin_headers() if h["action"] == "audit.find-prompt"]
+    assert entry["target"] == {"tenant": "acme", "texts": 1}
+    assert "Hello" not in json.dumps(entry)  # the texts compared are not on record
+    [row] = [row for row in access(acme.read_text())["rows"] if row[3] == "audit.find-prompt"]
+    assert row[4:6] == ["prompts of acme compared with 1 text(s)", "case 88: was it sent?"]
+    assert "case 88" not in globex.read_text()

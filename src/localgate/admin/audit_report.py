@@ -52,8 +52,9 @@ REFUSALS = frozenset(
 )
 NO_COMPLETION = "no completion record"
 # Actions of the admin-action trail that read payloads: a request's decrypted records
-# (admin API, `audit show --decrypt`) and whole logs decrypted (`audit export --decrypt`).
-PAYLOAD_ACTIONS = frozenset({"audit.decrypt", "audit.export"})
+# (admin API, `audit show --decrypt`), whole logs decrypted (`audit export --decrypt`), and
+# prompts compared by HMAC (`audit find-prompt`: whether a text was sent).
+PAYLOAD_ACTIONS = frozenset({"audit.decrypt", "audit.export", "audit.find-prompt"})
 # The first version whose admin API and CLI put every payload read on record.
 ACCESS_RECORDED_SINCE = "0.1.0"
 # Redaction actions after which the value did not leave in clear.
@@ -403,6 +404,8 @@ def _payload_access(
             continue
         if "request_id" in target:
             what = f"request {target['request_id']}"
+        elif header["action"] == "audit.find-prompt":
+            what = f"prompts of {tenant} compared with {target.get('texts', '?')} text(s)"
         else:
             what = "whole log(s) of " + ", ".join(str(name) for name in tenants or [tenant])
         found.append(

@@ -43,7 +43,7 @@ def _reason(decrypt: bool, reason: str | None) -> str:
         return ""
     if not text:
         raise click.UsageError(
-            "--decrypt needs --reason: every payload read is recorded, with who and why, in "
+            "--reason is required: every payload read is recorded, with who and why, in "
             f"the admin-action trail (audit log {ADMIN_LOG})."
         )
     if not _REASON_MIN <= len(text) <= _REASON_MAX:
@@ -73,7 +73,7 @@ def _payload_access(
         trail = AdminTrail.open(settings, create_keys=False)
     except (OSError, ValueError) as exc:
         raise click.ClickException(
-            f"the admin-action trail cannot be opened, so nothing was decrypted: {exc}"
+            f"the admin-action trail cannot be opened, so nothing was read: {exc}"
         ) from exc
     actor = _os_user()
     try:
@@ -360,10 +360,25 @@ def purge(config_path: Path | None, now: datetime | None) -> None:
 @config_option
 @click.option("--tenant", required=True)
 @click.argument("texts", nargs=-1, required=True)
-def find_prompt(config_path: Path | None, tenant: str, texts: tuple[str, ...]) -> None:
-    """Which requests sent exactly these texts (compared by HMAC; nothing is decrypted)."""
-    with reported():
-        found = _admin(config_path).find_prompt(tenant, texts)
+@click.option(
+    "--reason",
+    default=None,
+    help="Why (required): recorded, with the OS user, in the admin-action trail (audit log "
+    f"{ADMIN_LOG}) before the comparison; the texts themselves are not recorded.",
+)
+def find_prompt(
+    config_path: Path | None, tenant: str, texts: tuple[str, ...], reason: str | None
+) -> None:
+    """Which requests sent exactly these texts (compared by HMAC; nothing is decrypted).
+
+    It tells whether a text was in a tenant's prompts, so it is a payload access: it needs
+    --reason and is recorded in the admin-action trail first.
+    """
+    why = _reason(True, reason)
+    settings = load_or_exit(config_path)[0]
+    target = {"tenant": tenant, "texts": len(texts)}
+    with reported(), _payload_access(settings, "audit.find-prompt", target, why):
+        found = AuditAdmin(settings).find_prompt(tenant, texts)
     for match in found:
         click.echo(f"{match.request_id}  {match.time}")
     if not found:
