@@ -183,7 +183,7 @@ CONFIGURED_COMMANDS = {
     "audit rotate-key": ["--new-key-file", "new.key"],
     "audit shred": [],
     "audit purge": [],
-    "audit find-prompt": ["--tenant", "acme", "text"],
+    "audit find-prompt": ["--tenant", "acme", "text", "--reason", "tests: a reason"],
     "audit report": [
         "--tenant",
         "acme",

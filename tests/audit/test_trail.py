@@ -39,6 +39,10 @@ def send(gateway: RunningGateway, body: dict[str, Any], path: str = GENERATE, **
     return str(response.headers["x-request-id"])
 
 
+# Every decryption states why (it is recorded in the admin-action trail).
+DECRYPT = ("--decrypt", "--reason", "test: read the stored payload")
+
+
 def records(cli: Any, request_id: str, *flags: str) -> list[dict[str, Any]]:
     result = cli("show", "--request-id", request_id, *flags)
     assert result.exit_code == 0, result.output
@@ -64,7 +68,7 @@ def test_every_request_is_on_record_redacted_and_verifiable(
             {"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA=="}}]}]},
         )
 
-    request, answer = records(cli, first, "--decrypt")
+    request, answer = records(cli, first, *DECRYPT)
     header = request["header"]
     assert header["kind"] == "request"
     assert header["tenant"] == "acme"
@@ -87,7 +91,7 @@ def test_every_request_is_on_record_redacted_and_verifiable(
     verified = cli("verify")
     assert verified.exit_code == 0, verified.output
     assert "acme: OK (5 records, 1 checkpoints)" in verified.output
-    found = cli("find-prompt", "--tenant", "acme", PROMPT)
+    found = cli("find-prompt", "--tenant", "acme", PROMPT, "--reason", "test: was it sent?")
     assert first in found.output
 
 
@@ -139,10 +143,10 @@ def test_crypto_shredding_keeps_the_log_verifiable(
 ) -> None:
     with run_gateway(tmp_path / "data", upstream.base_url) as gateway:
         request_id = send(gateway, {"contents": [{"parts": [{"text": PROMPT}]}]})
-    assert "payload" in records(cli, request_id, "--decrypt")[0]
+    assert "payload" in records(cli, request_id, *DECRYPT)[0]
 
     shredded = cli("shred", "--now", "2031-01-01T00:00:00")
-    after = records(cli, request_id, "--decrypt")[0]
+    after = records(cli, request_id, *DECRYPT)[0]
     verified = cli("verify")
 
     assert shredded.output.startswith(
@@ -161,7 +165,7 @@ def test_master_key_rotation_rewraps_without_rewriting_records(
 
     rotated = cli("rotate-key", "--new-key-file", str(new_key))
     monkeypatch.setenv("LOCALGATE_AUDIT_MASTER_KEY", new_key.read_text().strip())
-    after = records(cli, request_id, "--decrypt")[0]
+    after = records(cli, request_id, *DECRYPT)[0]
 
     assert rotated.exit_code == 0, rotated.output
     assert after["payload"]["contents"][0]["parts"][0]["text"] == "hi"
@@ -208,11 +212,11 @@ def test_original_prompts_are_kept_only_for_their_short_window(
     config = "audit:\n  store_original_prompt: true\n"
     with run_gateway(tmp_path / "data", upstream.base_url, config=config) as gateway:
         request_id = send(gateway, {"contents": [{"parts": [{"text": PROMPT}]}]})
-    before = records(cli, request_id, "--decrypt")[0]
+    before = records(cli, request_id, *DECRYPT)[0]
     later = (datetime.now(UTC) + timedelta(hours=74)).replace(tzinfo=None).isoformat()
 
     cli("shred", "--now", later)
-    after = records(cli, request_id, "--decrypt")[0]
+    after = records(cli, request_id, *DECRYPT)[0]
 
     assert before["original_prompt"] == [PROMPT]
     assert "destroyed by retention" in after["original_prompt"]["unavailable"]

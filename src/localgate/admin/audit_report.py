@@ -6,6 +6,10 @@ time it is computed, so the same period and the same log give the same figures. 
 personal is read: payloads stay encrypted, and of a header only counts, ids, hashes and
 the enumerated fields (outcome, model, route, upstream, redaction counts) are used.
 
+Access to the tenant's payloads is read from the admin-action trail (the log ``_admin``):
+every decryption through the admin API or the CLI is appended there, with who and why,
+before it happens. That log is verified too, and the report says whether it held.
+
 ``docs/audit.md`` ("The auditor's report") says what each figure means; rendering is in
 ``admin/audit_report_html.py``.
 """
@@ -20,7 +24,7 @@ from typing import Any
 
 from localgate.admin.audit import AuditAdmin, AuditVerification
 from localgate.audit.checkpoint import CheckpointError, CheckpointVerifier
-from localgate.audit.records import PURGE_HEADER
+from localgate.audit.records import ADMIN_LOG, PURGE_HEADER
 from localgate.audit.verify import TenantReport
 from localgate.errors import NotFound
 
@@ -28,6 +32,7 @@ __all__ = [
     "CheckpointRow",
     "ConfigSeen",
     "KeyRow",
+    "PayloadAccess",
     "PurgeMarker",
     "RefusedRequest",
     "ReportFigures",
@@ -46,6 +51,12 @@ REFUSALS = frozenset(
     }
 )
 NO_COMPLETION = "no completion record"
+# Actions of the admin-action trail that read payloads: a request's decrypted records
+# (admin API, `audit show --decrypt`), whole logs decrypted (`audit export --decrypt`), and
+# prompts compared by HMAC (`audit find-prompt`: whether a text was sent).
+PAYLOAD_ACTIONS = frozenset({"audit.decrypt", "audit.export", "audit.find-prompt"})
+# The first version whose admin API and CLI put every payload read on record.
+ACCESS_RECORDED_SINCE = "0.1.0"
 # Redaction actions after which the value did not leave in clear.
 REPLACING_ACTIONS = frozenset({"pseudonymize", "mask", "block"})
 
@@ -135,6 +146,22 @@ class PurgeMarker:
 
 
 @dataclass(frozen=True, slots=True)
+class PayloadAccess:
+    """A read of the tenant's payloads, as the admin-action trail recorded it (before it
+    happened): ids, names and the stated reason, never a payload."""
+
+    seq: int  # in the _admin log
+    time: str
+    actor: str
+    role: str
+    action: str
+    target: str  # the request id read, or the tenants whose logs were exported
+    reason: str
+    outcome: str  # "attempted" (then performed unless it failed) or "failed: STATUS"
+    call_id: str  # the admin call's request id: an attempt and its failure share it
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigSeen:
     """A configuration hash the period's records ran under."""
 
@@ -165,6 +192,31 @@ class ReportFigures:
     markers: list[PurgeMarker]
     retention: dict[str, int]
     by_day: dict[str, Counter[str]] = field(default_factory=dict)
+    access: list[PayloadAccess] = field(default_factory=list)
+    admin_trail: TenantReport | None = None  # the _admin log's verification
+
+    @property
+    def admin_trail_verified(self) -> bool:
+        """The admin-action trail, which the access section is read from, verified."""
+        return self.admin_trail is not None and self.admin_trail.ok
+
+    def access_by_actor(self) -> list[tuple[str, str, int, int]]:
+        """(actor, role, payload reads recorded, of which failed), most reads first."""
+        reads: Counter[tuple[str, str]] = Counter()
+        failed: Counter[tuple[str, str]] = Counter()
+        for access in self.access:
+            who = (access.actor, access.role)
+            if access.outcome == "attempted":
+                reads[who] += 1
+            else:
+                failed[who] += 1
+        return sorted(
+            (
+                (actor, role, number, failed[(actor, role)])
+                for (actor, role), number in reads.items()
+            ),
+            key=lambda row: (-row[2], row[0], row[1]),
+        )
 
     @property
     def verified(self) -> bool:
@@ -245,6 +297,7 @@ def collect(
 ) -> ReportFigures:
     """Verify the tenant's log and count its records of [start, end)."""
     verification = admin.verify(tenant, checkpoint_dir, verifier_key)
+    admin_verification = admin.verify(ADMIN_LOG, checkpoint_dir, verifier_key)
     verifier = admin.verifier(verifier_key)
     report = next((r for r in verification.reports if r.tenant == tenant), None)
     if report is not None and report.ok and report.records == 0 and tenant not in admin.tenants():
@@ -324,7 +377,51 @@ def collect(
         markers=markers,
         retention=retention,
         by_day=by_day,
+        access=_payload_access(admin, tenant, start, end),
+        admin_trail=next((r for r in admin_verification.reports if r.tenant == ADMIN_LOG), None),
     )
+
+
+def _payload_access(
+    admin: AuditAdmin, tenant: str, start: datetime, end: datetime
+) -> list[PayloadAccess]:
+    """The admin-action trail's records of the period that read ``tenant``'s payloads."""
+    found = []
+    for record in admin.export(ADMIN_LOG):
+        header = record.header
+        if not header or header.get("kind") != "admin":
+            continue
+        if header.get("action") not in PAYLOAD_ACTIONS:
+            continue
+        if not _in_period(str(header.get("time", "")), start, end):
+            continue
+        target = header.get("target")
+        if not isinstance(target, dict):
+            continue
+        tenants = target.get("tenants")
+        named = tenant == target.get("tenant") or (isinstance(tenants, list) and tenant in tenants)
+        if not named:
+            continue
+        if "request_id" in target:
+            what = f"request {target['request_id']}"
+        elif header["action"] == "audit.find-prompt":
+            what = f"prompts of {tenant} compared with {target.get('texts', '?')} text(s)"
+        else:
+            what = "whole log(s) of " + ", ".join(str(name) for name in tenants or [tenant])
+        found.append(
+            PayloadAccess(
+                seq=record.seq,
+                time=str(header.get("time", "")),
+                actor=str(header.get("actor", "-")),
+                role=str(header.get("role", "-")),
+                action=str(header["action"]),
+                target=what,
+                reason=str(header.get("reason") or "-"),
+                outcome=str(header.get("outcome", "-")),
+                call_id=str(header.get("request_id", "-")),
+            )
+        )
+    return found
 
 
 def _in_period(time: str, start: datetime, end: datetime) -> bool:

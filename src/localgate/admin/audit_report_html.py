@@ -18,7 +18,8 @@ from typing import Any
 
 import jinja2
 
-from localgate.admin.audit_report import REFUSALS, ReportFigures
+from localgate.admin.audit_report import ACCESS_RECORDED_SINCE, REFUSALS, ReportFigures
+from localgate.audit.records import ADMIN_LOG
 
 __all__ = ["Rendering", "render_html", "render_pdf"]
 
@@ -59,6 +60,8 @@ def render_html(figures: ReportFigures, rendering: Rendering) -> str:
         r=rendering,
         outcomes=outcomes,
         refusals=REFUSALS,
+        admin_log=ADMIN_LOG,
+        access_since=ACCESS_RECORDED_SINCE,
         refused=figures.refused(),
         listed=REFUSALS_LISTED,
         blocked=sum(n for name, n in outcomes if name in REFUSALS),

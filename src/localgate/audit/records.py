@@ -14,12 +14,24 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["FORMAT_VERSION", "PURGE_HEADER", "Kind", "PendingRecord", "canonical", "parse_header"]
+__all__ = [
+    "ADMIN_LOG",
+    "FORMAT_VERSION",
+    "PURGE_HEADER",
+    "Kind",
+    "PendingRecord",
+    "canonical",
+    "parse_header",
+]
 
 FORMAT_VERSION = 1
+# The pseudo-tenant whose log holds the admin-action trail (no tenant can be named so:
+# tenant names start with a letter or digit).
+ADMIN_LOG = "_admin"
 # The first line of the signed note in a purge marker (a record of kind "purge").
 PURGE_HEADER = "localgate audit purge"
-# "admin": an action taken through the admin API, in the "_admin" log (adminapi/trail.py).
+# "admin": an action taken through the admin API or a payload read by the CLI, in the
+# "_admin" log (adminapi/trail.py).
 Kind = Literal["request", "answer", "purge", "admin"]
 
 

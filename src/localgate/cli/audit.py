@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -11,14 +16,84 @@ from typing import Any, Literal, cast
 import click
 
 from localgate.admin.audit import AuditAdmin, check_proof
+from localgate.adminapi.trail import AdminTrail
+from localgate.audit.records import ADMIN_LOG
 from localgate.cli.errors import reported
 from localgate.cli.options import config_option, group_config_option, load_or_exit
+from localgate.config import Settings
+from localgate.errors import LocalgateError
 
 __all__ = ["audit"]
 
 
 def _admin(config_path: Path | None) -> AuditAdmin:
     return AuditAdmin(load_or_exit(config_path)[0])
+
+
+# As the admin API asks of a decryption's reason (adminapi/models.py, DecryptRequest).
+_REASON_MIN, _REASON_MAX = 8, 1000
+
+
+def _reason(decrypt: bool, reason: str | None) -> str:
+    """The stated reason for a decryption; a usage error without one."""
+    text = (reason or "").strip()
+    if not decrypt:
+        if reason is not None:
+            raise click.UsageError("--reason goes with --decrypt.")
+        return ""
+    if not text:
+        raise click.UsageError(
+            "--reason is required: every payload read is recorded, with who and why, in "
+            f"the admin-action trail (audit log {ADMIN_LOG})."
+        )
+    if not _REASON_MIN <= len(text) <= _REASON_MAX:
+        raise click.UsageError(
+            f"--reason must say why in {_REASON_MIN} to {_REASON_MAX} characters."
+        )
+    return text
+
+
+def _os_user() -> str:
+    """Who runs the CLI: the OS user and the host, as the trail names them."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name in the environment or the password database
+        user = f"uid {os.getuid()}"
+    return f"os:{user}@{socket.gethostname()}"
+
+
+@contextmanager
+def _payload_access(
+    settings: Settings, action: str, target: dict[str, Any], reason: str
+) -> Iterator[None]:
+    """Put a payload read on record in the admin-action trail before it happens (nothing is
+    decrypted if the record cannot be made durable), and its failure after, if it fails."""
+    try:
+        # Never a new master key here: one made beside an existing store would open nothing.
+        trail = AdminTrail.open(settings, create_keys=False)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(
+            f"the admin-action trail cannot be opened, so nothing was read: {exc}"
+        ) from exc
+    actor = _os_user()
+    try:
+        trail.record_local(actor, action, target=target, reason=reason)
+        try:
+            yield
+        except Exception as exc:
+            status = exc.status_name if isinstance(exc, LocalgateError) else type(exc).__name__
+            trail.record_local(actor, action, target=target, outcome=f"failed: {status}")
+            raise
+    finally:
+        trail.close()
+
+
+_reason_option = click.option(
+    "--reason",
+    default=None,
+    help="Why the payloads are read (required with --decrypt): recorded, with the OS user, "
+    f"in the admin-action trail (audit log {ADMIN_LOG}) before anything is decrypted.",
+)
 
 
 def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -153,10 +228,22 @@ def keygen(config_path: Path | None, out: Path) -> None:
 @config_option
 @click.option("--request-id", required=True)
 @click.option("--decrypt", is_flag=True, help="Decrypt payloads (needs the master key).")
-def show(config_path: Path | None, request_id: str, decrypt: bool) -> None:
-    """Show the records of one request as JSON."""
+@_reason_option
+def show(config_path: Path | None, request_id: str, decrypt: bool, reason: str | None) -> None:
+    """Show the records of one request as JSON.
+
+    With --decrypt, the read is recorded first (who, why, which request) in the
+    admin-action trail, as a decryption through the admin API is.
+    """
+    why = _reason(decrypt, reason)
+    settings = load_or_exit(config_path)[0]
+    admin = AuditAdmin(settings)
     with reported():
-        records = _admin(config_path).records(request_id, decrypt=decrypt)
+        records = admin.records(request_id)
+        if decrypt:
+            target = {"request_id": request_id, "tenants": sorted({r.tenant for r in records})}
+            with _payload_access(settings, "audit.decrypt", target, why):
+                records = admin.records(request_id, decrypt=True)
     for record in records:
         click.echo(json.dumps(record.as_json(), ensure_ascii=False, indent=2))
 
@@ -165,11 +252,25 @@ def show(config_path: Path | None, request_id: str, decrypt: bool) -> None:
 @config_option
 @click.option("--tenant", default=None)
 @click.option("--decrypt", is_flag=True, help="Decrypt payloads (needs the master key).")
-def export(config_path: Path | None, tenant: str | None, decrypt: bool) -> None:
-    """Every record as JSON lines (for a SIEM)."""
+@_reason_option
+def export(config_path: Path | None, tenant: str | None, decrypt: bool, reason: str | None) -> None:
+    """Every record as JSON lines (for a SIEM).
+
+    With --decrypt, the read is recorded first (who, why, which tenants) in the
+    admin-action trail.
+    """
+    why = _reason(decrypt, reason)
+    settings = load_or_exit(config_path)[0]
+    admin = AuditAdmin(settings)
     with reported():
-        for record in _admin(config_path).export(tenant, decrypt=decrypt):
-            click.echo(json.dumps(record.as_json(), ensure_ascii=False))
+        if not decrypt:
+            for record in admin.export(tenant):
+                click.echo(json.dumps(record.as_json(), ensure_ascii=False))
+            return
+        tenants = [tenant] if tenant else sorted(admin.tenants() - {ADMIN_LOG})
+        with _payload_access(settings, "audit.export", {"tenants": tenants}, why):
+            for record in admin.export(tenant, decrypt=True):
+                click.echo(json.dumps(record.as_json(), ensure_ascii=False))
 
 
 @audit.command()
@@ -259,10 +360,25 @@ def purge(config_path: Path | None, now: datetime | None) -> None:
 @config_option
 @click.option("--tenant", required=True)
 @click.argument("texts", nargs=-1, required=True)
-def find_prompt(config_path: Path | None, tenant: str, texts: tuple[str, ...]) -> None:
-    """Which requests sent exactly these texts (compared by HMAC; nothing is decrypted)."""
-    with reported():
-        found = _admin(config_path).find_prompt(tenant, texts)
+@click.option(
+    "--reason",
+    default=None,
+    help="Why (required): recorded, with the OS user, in the admin-action trail (audit log "
+    f"{ADMIN_LOG}) before the comparison; the texts themselves are not recorded.",
+)
+def find_prompt(
+    config_path: Path | None, tenant: str, texts: tuple[str, ...], reason: str | None
+) -> None:
+    """Which requests sent exactly these texts (compared by HMAC; nothing is decrypted).
+
+    It tells whether a text was in a tenant's prompts, so it is a payload access: it needs
+    --reason and is recorded in the admin-action trail first.
+    """
+    why = _reason(True, reason)
+    settings = load_or_exit(config_path)[0]
+    target = {"tenant": tenant, "texts": len(texts)}
+    with reported(), _payload_access(settings, "audit.find-prompt", target, why):
+        found = AuditAdmin(settings).find_prompt(tenant, texts)
     for match in found:
         click.echo(f"{match.request_id}  {match.time}")
     if not found:
@@ -353,9 +469,11 @@ def report(
     else:
         out.write_text(html, encoding="utf-8")
     verdict = "verified" if figures.verified else "VERIFICATION FAILED"
+    trail = "verified" if figures.admin_trail_verified else "VERIFICATION FAILED"
     click.echo(
         f"{out}: {len(figures.requests)} requests of {tenant}, {first.isoformat()} to "
-        f"{last.isoformat()}; log {verdict}"
+        f"{last.isoformat()}; log {verdict}; {len(figures.access)} payload access record(s), "
+        f"admin-action trail {trail}"
     )
-    if not figures.verified:
+    if not (figures.verified and figures.admin_trail_verified):
         sys.exit(1)  # the report is written, and says why; scripts see it as `verify` does
