@@ -62,6 +62,10 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.cache --out docs/benchmarks-cache.md
 	# The OpenAI door's CPU per request over the native door's (goal: at most +15%).
 	$(BIN)/python -m bench.openai_door
+	# What tracing every request costs (req/s and CPU per request, on against off).
+	$(BIN)/python -m bench.tracing
+	# The quality signals' cost per answer and per scrape.
+	$(BIN)/python -m bench.quality --out docs/benchmarks-quality.md
 	$(BIN)/python -m bench.pii.evaluate --detectors localgate,presidio,regex --out docs/benchmarks-redaction.md
 	# Resident memory over 500,000 requests (a few minutes; stops after 30 min whatever happens).
 	$(BIN)/python -m bench.soak --requests 500000 --out docs/benchmarks-soak.md
