@@ -18,7 +18,7 @@ from starlette.routing import Route
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
-from localgate.admin.operators import OperatorAdmin
+from localgate.admin.operator_stores import open_operator_store
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.operations import OPERATIONS
@@ -53,7 +53,7 @@ def create_admin_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        operators = OperatorAdmin.open(settings)
+        operators = open_operator_store(settings)
         keys = KeyAdmin.open(settings)
         trail = AdminTrail.open(settings)
         store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")

@@ -13,7 +13,7 @@ from typing import TypeVar
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
-from localgate.admin.operators import OperatorAdmin
+from localgate.admin.operators import OperatorStore
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
@@ -30,14 +30,14 @@ T = TypeVar("T")
 class AdminServices:
     """The admin services and the listener's own state.
 
-    The key and operator stores hold one SQLite connection each, used by one thread only
+    The key and operator stores hold one database connection each, used by one thread only
     (``in_store_thread``); slower work (audit reads, argon2, the vector store) runs in the
     default pool, so the event loop the data plane shares never waits for it.
     """
 
     settings: Settings
     source: Path | None
-    operators: OperatorAdmin
+    operators: OperatorStore
     keys: KeyAdmin
     audit: AuditAdmin
     search: AuditSearch
