@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,33 +53,32 @@ def create_admin_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        operators = open_operator_store(settings)
-        keys = KeyAdmin.open(settings)
-        trail = AdminTrail.open(settings)
-        store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")
-        services = AdminServices(
-            settings=settings,
-            source=source,
-            operators=operators,
-            keys=keys,
-            audit=AuditAdmin(settings),
-            search=AuditSearch(settings),
-            trail=trail,
-            sessions=SessionStore(settings.admin.session_ttl_s, clock),
-            throttle=LoginThrottle(
-                settings.admin.login_max_failures, settings.admin.login_window_s, clock
-            ),
-            store_thread=store_thread,
-            link=link or GatewayLink(),
-            oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
-        )
-        try:
+        with ExitStack() as opened:
+            # Each closed at shutdown, or at once if a later one cannot open (a database
+            # connection and its poller thread must not outlive a failed start).
+            operators = opened.enter_context(open_operator_store(settings))
+            keys = opened.enter_context(KeyAdmin.open(settings))
+            trail = AdminTrail.open(settings)
+            opened.callback(trail.close)
+            store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")
+            opened.callback(store_thread.shutdown, wait=True)
+            services = AdminServices(
+                settings=settings,
+                source=source,
+                operators=operators,
+                keys=keys,
+                audit=AuditAdmin(settings),
+                search=AuditSearch(settings),
+                trail=trail,
+                sessions=SessionStore(settings.admin.session_ttl_s, clock),
+                throttle=LoginThrottle(
+                    settings.admin.login_max_failures, settings.admin.login_window_s, clock
+                ),
+                store_thread=store_thread,
+                link=link or GatewayLink(),
+                oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
+            )
             yield {"services": services}
-        finally:
-            store_thread.shutdown(wait=True)
-            trail.close()
-            keys.close()
-            operators.close()
 
     document = admin_openapi()
 
