@@ -27,7 +27,7 @@ from localgate.admin.operators import (
 from localgate.errors import ServiceUnavailable
 from localgate.state.generations import GenerationWatch
 from localgate.state.migrate import upgrade_schema
-from localgate.state.postgres import StateDatabaseUnavailable, connect, describe
+from localgate.state.postgres import StateConnection, StateDatabaseUnavailable, describe
 
 __all__ = ["GENERATION", "PostgresOperatorStore"]
 
@@ -48,10 +48,9 @@ class PostgresOperatorStore(OperatorStore):
         now: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__(now=now)
-        self._dsn = dsn
         # Connected first: an unreachable database is reported as such, not as a failed
         # migration. Used by one thread at a time (the admin API's store thread, the CLI).
-        self._db = connect(dsn)
+        self._db = StateConnection(dsn)
         try:
             if migrate:
                 _upgrade(dsn)
@@ -170,19 +169,7 @@ class PostgresOperatorStore(OperatorStore):
         return found
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        """One statement on the store's connection, reconnecting once if it was lost."""
-        import psycopg
-
-        for attempt in (1, 2):
-            try:
-                return self._db.execute(sql, params)
-            except psycopg.OperationalError as exc:
-                if attempt == 2 or not (self._db.broken or self._db.closed):
-                    raise StateDatabaseUnavailable(describe(exc)) from exc
-                self._db = connect(self._dsn)
-            except psycopg.Error as exc:
-                raise StateDatabaseUnavailable(describe(exc)) from exc
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        return self._db.run(sql, params)
 
 
 def _upgrade(dsn: str) -> None:
