@@ -30,8 +30,11 @@ from localgate.adminapi.routing import (
 )
 from localgate.adminapi.services import AdminServices
 from localgate.adminapi.sessions import Clock, LoginThrottle, SessionStore
+from localgate.adminapi.sessions_postgres import PostgresLoginThrottle, PostgresSessionStore
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
+from localgate.errors import ServiceUnavailable
+from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
 
 __all__ = ["admin_openapi", "create_admin_app"]
 
@@ -62,6 +65,7 @@ def create_admin_app(
             opened.callback(trail.close)
             store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")
             opened.callback(store_thread.shutdown, wait=True)
+            sessions, throttle = _session_state(settings, clock, opened)
             services = AdminServices(
                 settings=settings,
                 source=source,
@@ -70,10 +74,8 @@ def create_admin_app(
                 audit=AuditAdmin(settings),
                 search=AuditSearch(settings),
                 trail=trail,
-                sessions=SessionStore(settings.admin.session_ttl_s, clock),
-                throttle=LoginThrottle(
-                    settings.admin.login_max_failures, settings.admin.login_window_s, clock
-                ),
+                sessions=sessions,
+                throttle=throttle,
                 store_thread=store_thread,
                 link=link or GatewayLink(),
                 oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
@@ -93,3 +95,23 @@ def create_admin_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: http_exception},
     )
+
+
+def _session_state(
+    settings: Settings, clock: Clock, opened: ExitStack
+) -> tuple[SessionStore | PostgresSessionStore, LoginThrottle | PostgresLoginThrottle]:
+    """Sessions and failed logins: in PostgreSQL with ``database_url`` (shared by every
+    replica), else in this process."""
+    ttl, failures, window = (
+        settings.admin.session_ttl_s,
+        settings.admin.login_max_failures,
+        settings.admin.login_window_s,
+    )
+    if settings.database_url is None:
+        return SessionStore(ttl, clock), LoginThrottle(failures, window, clock)
+    try:
+        db = StateConnection(settings.database_url)
+    except StateDatabaseUnavailable as exc:
+        raise ServiceUnavailable(str(exc)) from exc
+    opened.callback(db.close)
+    return PostgresSessionStore(db, ttl, clock), PostgresLoginThrottle(db, failures, window, clock)

@@ -17,6 +17,7 @@ from localgate.admin.operators import OperatorStore
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
+from localgate.adminapi.sessions_postgres import PostgresLoginThrottle, PostgresSessionStore
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
 from localgate.redaction.detector import Detector
@@ -42,8 +43,8 @@ class AdminServices:
     audit: AuditAdmin
     search: AuditSearch
     trail: AdminTrail
-    sessions: SessionStore
-    throttle: LoginThrottle
+    sessions: SessionStore | PostgresSessionStore
+    throttle: LoginThrottle | PostgresLoginThrottle
     store_thread: ThreadPoolExecutor
     link: GatewayLink
     oidc: OidcLogin | None = None
