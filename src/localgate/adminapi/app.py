@@ -20,7 +20,7 @@ from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operator_stores import open_operator_store
 from localgate.adminapi.link import GatewayLink
-from localgate.adminapi.oidc import OidcLogin
+from localgate.adminapi.oidc import OidcLogin, PendingLogins
 from localgate.adminapi.operations import OPERATIONS
 from localgate.adminapi.routing import (
     AdminRoutes,
@@ -30,7 +30,11 @@ from localgate.adminapi.routing import (
 )
 from localgate.adminapi.services import AdminServices
 from localgate.adminapi.sessions import Clock, LoginThrottle, SessionStore
-from localgate.adminapi.sessions_postgres import PostgresLoginThrottle, PostgresSessionStore
+from localgate.adminapi.sessions_postgres import (
+    PostgresLoginThrottle,
+    PostgresPendingLogins,
+    PostgresSessionStore,
+)
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
 from localgate.errors import ServiceUnavailable
@@ -65,7 +69,7 @@ def create_admin_app(
             opened.callback(trail.close)
             store_thread = ThreadPoolExecutor(1, thread_name_prefix="admin-stores")
             opened.callback(store_thread.shutdown, wait=True)
-            sessions, throttle = _session_state(settings, clock, opened)
+            sessions, throttle, pending = _session_state(settings, clock, opened)
             services = AdminServices(
                 settings=settings,
                 source=source,
@@ -78,7 +82,7 @@ def create_admin_app(
                 throttle=throttle,
                 store_thread=store_thread,
                 link=link or GatewayLink(),
-                oidc=OidcLogin.from_settings(settings.admin.oidc, clock),
+                oidc=OidcLogin.from_settings(settings.admin.oidc, clock, pending),
             )
             yield {"services": services}
 
@@ -99,19 +103,29 @@ def create_admin_app(
 
 def _session_state(
     settings: Settings, clock: Clock, opened: ExitStack
-) -> tuple[SessionStore | PostgresSessionStore, LoginThrottle | PostgresLoginThrottle]:
-    """Sessions and failed logins: in PostgreSQL with ``database_url`` (shared by every
-    replica), else in this process."""
+) -> tuple[
+    SessionStore | PostgresSessionStore,
+    LoginThrottle | PostgresLoginThrottle,
+    PendingLogins | None,
+]:
+    """Sessions, failed logins and OIDC logins under way: in PostgreSQL with
+    ``database_url`` (shared by every replica), else in this process."""
     ttl, failures, window = (
         settings.admin.session_ttl_s,
         settings.admin.login_max_failures,
         settings.admin.login_window_s,
     )
     if settings.database_url is None:
-        return SessionStore(ttl, clock), LoginThrottle(failures, window, clock)
+        return SessionStore(ttl, clock), LoginThrottle(failures, window, clock), None
     try:
         db = StateConnection(settings.database_url)
+        opened.callback(db.close)
+        logins = StateConnection(settings.database_url)  # used from worker threads
+        opened.callback(logins.close)
     except StateDatabaseUnavailable as exc:
         raise ServiceUnavailable(str(exc)) from exc
-    opened.callback(db.close)
-    return PostgresSessionStore(db, ttl, clock), PostgresLoginThrottle(db, failures, window, clock)
+    return (
+        PostgresSessionStore(db, ttl, clock),
+        PostgresLoginThrottle(db, failures, window, clock),
+        PostgresPendingLogins(logins),
+    )

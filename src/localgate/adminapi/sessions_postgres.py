@@ -4,21 +4,25 @@ The same contracts as ``sessions.py``'s in-memory ones, with the rows in Postgre
 login made through one replica is honoured by every other (no sticky sessions needed), a
 logout ends the session everywhere at once (sessions are read from the database on every
 request, never cached), and failed logins are counted across replicas, so adding replicas
-does not multiply an attacker's guesses. The session id is stored only as its SHA-256
-digest. Expired rows are deleted as new ones are written.
+does not multiply an attacker's guesses, and an OIDC login started on one replica may come
+back to another. The session id and the OIDC state are stored only as SHA-256 digests.
+Expired rows are deleted as new ones are written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+import threading
 from typing import Any
 
 from localgate.admin.operators import Operator, Role
+from localgate.adminapi.oidc import MAX_PENDING, PendingLogin
 from localgate.adminapi.sessions import Clock, NewSession, Session, _digest
 from localgate.errors import ServiceUnavailable
 from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
 
-__all__ = ["PostgresLoginThrottle", "PostgresSessionStore"]
+__all__ = ["PostgresLoginThrottle", "PostgresPendingLogins", "PostgresSessionStore"]
 
 
 class _Shared:
@@ -140,3 +144,43 @@ class PostgresLoginThrottle(_Shared):
             "DELETE FROM admin_login_failures WHERE user_name = %s AND address = %s",
             (user, address),
         )
+
+
+class PostgresPendingLogins(_Shared):
+    """OIDC logins under way, shared by every replica (see ``oidc.PendingLogins``).
+
+    Called from worker threads at once, so on a connection of its own, one statement at a
+    time."""
+
+    def __init__(self, db: StateConnection) -> None:
+        super().__init__(db, "login store")
+        self._lock = threading.Lock()
+
+    def add(self, state: str, pending: PendingLogin, now: float) -> bool:
+        """Keep ``pending`` under ``state``, forgetting expired ones; False if too many."""
+        with self._lock:
+            self._run("DELETE FROM admin_oidc_pending WHERE expires_at <= %s", (now,))
+            [count] = self._run("SELECT count(*) FROM admin_oidc_pending").fetchone()
+            if int(count) >= MAX_PENDING:
+                return False
+            self._run(
+                "INSERT INTO admin_oidc_pending (state_digest, verifier, nonce, expires_at) "
+                "VALUES (%s, %s, %s, %s)",
+                (_state_digest(state), pending.verifier, pending.nonce, pending.expires_at),
+            )
+            return True
+
+    def take(self, state: str) -> PendingLogin | None:
+        """The login under ``state``, removed in the same statement: used once, whichever
+        replica the browser comes back to."""
+        with self._lock:
+            row = self._run(
+                "DELETE FROM admin_oidc_pending WHERE state_digest = %s "
+                "RETURNING verifier, nonce, expires_at",
+                (_state_digest(state),),
+            ).fetchone()
+        return PendingLogin(row[0], row[1], float(row[2])) if row else None
+
+
+def _state_digest(state: str) -> bytes:
+    return hashlib.sha256(b"oidc-state:" + state.encode()).digest()

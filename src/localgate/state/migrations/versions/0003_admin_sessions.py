@@ -1,5 +1,5 @@
-"""The admin console's sessions and failed logins, shared so that any replica behind the
-load balancer serves a login made on another, and throttles it as one."""
+"""The admin console's sessions, failed logins and OIDC logins under way, shared so that
+any replica behind the load balancer serves a login made on another, and throttles it as one."""
 
 from __future__ import annotations
 
@@ -35,6 +35,16 @@ STATEMENTS = [
     )
     """,
     "CREATE INDEX admin_login_failures_first ON admin_login_failures (first_at)",
+    # OIDC logins under way, by the digest of their state: the provider's redirect may
+    # come back to any replica.
+    """
+    CREATE TABLE admin_oidc_pending (
+        state_digest BYTEA PRIMARY KEY,
+        verifier     TEXT NOT NULL,
+        nonce        TEXT NOT NULL,
+        expires_at   DOUBLE PRECISION NOT NULL
+    )
+    """,
 ]
 
 
