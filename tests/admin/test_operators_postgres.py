@@ -5,6 +5,7 @@ tell, and the CLI and the admin API work on it."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,3 +261,5 @@ def test_a_token_revoked_through_one_replicas_admin_api_is_refused_by_the_others
             lambda: second.get(f"{API}/whoami", headers=bearer).status_code == 401,
             timeout=PROMISE_S,
         )
+    # Shut down, each listener has stopped its poller.
+    assert not [t for t in threading.enumerate() if t.name == "admin_operators-poller"]
