@@ -10,6 +10,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,11 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from localgate.adminapi.app import create_admin_app
+from localgate.adminapi.logins import OIDC_COOKIE
+from localgate.audit.crypto import MasterKey
 from localgate.config import load_settings
 from localgate.errors import ConfigError
+from tests.audit.conftest import postgres_schema
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, STARTUP_TIMEOUT_S, wait_until
 
 API = "/admin/api/v1"
@@ -264,3 +268,45 @@ def test_an_enabled_oidc_login_needs_its_provider_client_and_redirect(tmp_path: 
     assert raised.value.problems == [
         "admin.oidc: needs issuer, client_id and redirect_uri when enabled"
     ]
+
+
+def test_with_database_url_a_login_started_on_one_replica_finishes_on_another(
+    idp: FakeIdentityProvider, tmp_path: Path
+) -> None:
+    idp.claims, idp.signing_key, idp.audience = {"groups": ["lg-ops"]}, None, CLIENT_ID
+    config = tmp_path / "localgate.yaml"
+    config.write_text(
+        "admin:\n  oidc:\n    enabled: true\n"
+        f"    issuer: {idp.base_url}\n    client_id: {CLIENT_ID}\n    redirect_uri: {REDIRECT}\n"
+        "    role_claim: groups\n    role_map: {lg-ops: admin}\n"
+    )
+    master = MasterKey.generate().reveal()
+    with postgres_schema() as dsn, ExitStack() as stack:
+        clients = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "audit-master.key").write_text(master)  # shared, as it must be
+            env = {"LOCALGATE_DATA_DIR": str(tmp_path / name), "LOCALGATE_DATABASE_URL": dsn}
+            app = create_admin_app(load_settings(config, env)[0])
+            clients.append(stack.enter_context(TestClient(app, follow_redirects=False)))
+        first, second = clients
+
+        start = first.get(f"{API}/oidc/login")
+        with httpx.Client(follow_redirects=False, timeout=INFRASTRUCTURE_TIMEOUT_S) as browser:
+            back = urllib.parse.urlsplit(browser.get(start.headers["location"]).headers["location"])
+        callback = f"{back.path}?{back.query}"
+        state_cookie = {"cookie": f"{OIDC_COOKIE}={start.cookies[OIDC_COOKIE]}"}
+
+        # The load balancer sends the provider's redirect to the other replica.
+        answer = second.get(callback, headers=state_cookie)
+        assert answer.status_code == 200, answer.text
+        session = answer.cookies["lg_admin_session"]
+        assert (
+            first.get(f"{API}/whoami", headers={"cookie": f"lg_admin_session={session}"}).json()[
+                "role"
+            ]
+            == "admin"
+        )
+        # Used once, on every replica.
+        assert first.get(callback, headers=state_cookie).status_code == 401
+        assert second.get(callback, headers=state_cookie).status_code == 401

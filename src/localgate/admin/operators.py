@@ -2,8 +2,9 @@
 
 Tokens read ``lga_<token_id>_<secret>``; like tenant keys (``identity/keys.py``) the
 secret is 256 random bits stored as its SHA-256 digest and compared in constant time.
-Users' passwords are low-entropy, so they are stored as argon2id hashes. Both live in
-the gateway's SQLite state database, beside the tenant keys.
+Users' passwords are low-entropy, so they are stored as argon2id hashes. Both live beside
+the tenant keys: in the gateway's SQLite state database, or with ``database_url`` in
+PostgreSQL, shared by every replica (``operators_postgres.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from localgate.admin.closing import ClosingService
-from localgate.config import Settings
 from localgate.errors import InvalidArgument, NotFound, ServiceUnavailable, Unauthenticated
 from localgate.identity.keys import TENANT_FORMAT
 from localgate.secret import Secret
@@ -32,6 +32,7 @@ __all__ = [
     "IssuedToken",
     "Operator",
     "OperatorAdmin",
+    "OperatorStore",
     "Role",
     "TokenRecord",
     "UserRecord",
@@ -131,28 +132,48 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{unit: int(found[1])})
 
 
-class OperatorAdmin(ClosingService):
-    """Creates, lists, revokes and authenticates the admin API's tokens and users."""
+class OperatorStore(ClosingService):
+    """Creates, lists, revokes and authenticates the admin API's tokens and users.
 
-    def __init__(self, path: Path, *, now: Callable[[], datetime] | None = None) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+    The rules live here; where the rows live is a subclass's: ``OperatorAdmin`` (the SQLite
+    state database) or ``PostgresOperatorStore`` (``database_url``, shared by replicas).
+    """
+
+    def __init__(self, *, now: Callable[[], datetime] | None = None) -> None:
         self._now = now or (lambda: datetime.now(UTC))
         # argon2id with the library's defaults (RFC 9106's second recommended profile).
         self._hasher = PasswordHasher()
         self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(16))
 
-    @classmethod
-    def open(cls, settings: Settings) -> OperatorAdmin:
-        """On the state database of ``settings.data_dir``; close it after."""
-        return cls(settings.state_db_path)
+    # -- where the rows live (each subclass) --------------------------------------------
 
-    def close(self) -> None:
-        """Close the database connection."""
-        self._db.close()
+    def _insert_token(self, row: _TokenRow) -> None:
+        raise NotImplementedError
+
+    def _token_rows(self) -> list[TokenRecord]:
+        raise NotImplementedError
+
+    def _revoke(self, token_id: str, at: str) -> bool:
+        raise NotImplementedError
+
+    def _token(self, token_id: str) -> _StoredToken | None:
+        """The token's role, tenant, digest, expiry and revocation; ``ServiceUnavailable``
+        if the store cannot be read."""
+        raise NotImplementedError
+
+    def _insert_user(self, record: UserRecord, password_hash: str) -> bool:
+        """False if the name is taken."""
+        raise NotImplementedError
+
+    def _user_rows(self) -> list[UserRecord]:
+        raise NotImplementedError
+
+    def _disable(self, name: str, at: str) -> bool:
+        raise NotImplementedError
+
+    def _enabled_user(self, name: str) -> _StoredUser | None:
+        """An enabled user's role, tenant and password hash."""
+        raise NotImplementedError
 
     # -- tokens -------------------------------------------------------------------------
 
@@ -169,10 +190,8 @@ class OperatorAdmin(ClosingService):
         secret = secrets.token_urlsafe(32)
         now = self._now()
         expires = _iso(now + expires_in) if expires_in is not None else None
-        self._db.execute(
-            "INSERT INTO admin_tokens (token_id, role, tenant, label, digest, created_at, "
-            "expires_at) VALUES (?,?,?,?,?,?,?)",
-            (token_id, role.value, tenant, label, _digest(secret), _iso(now), expires),
+        self._insert_token(
+            _TokenRow(token_id, role.value, tenant, label, _digest(secret), _iso(now), expires)
         )
         return IssuedToken(
             token_id, role, tenant, expires, Secret(f"{TOKEN_PREFIX}{token_id}_{secret}")
@@ -180,19 +199,11 @@ class OperatorAdmin(ClosingService):
 
     def list_tokens(self) -> list[TokenRecord]:
         """Every token, oldest first."""
-        rows = self._db.execute(
-            "SELECT token_id, role, tenant, label, created_at, expires_at, revoked_at "
-            "FROM admin_tokens ORDER BY rowid"
-        ).fetchall()
-        return [TokenRecord(*row) for row in rows]
+        return self._token_rows()
 
     def revoke_token(self, token_id: str) -> None:
         """Revoke a token (again is not an error); ``NotFound`` if there is none."""
-        cursor = self._db.execute(
-            "UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE token_id = ?",
-            (_iso(self._now()), token_id),
-        )
-        if cursor.rowcount == 0:
+        if not self._revoke(token_id, _iso(self._now())):
             raise NotFound(f"no admin token with id {token_id}")
 
     def authenticate_token(self, presented: str) -> Operator:
@@ -202,21 +213,13 @@ class OperatorAdmin(ClosingService):
         found = _TOKEN_FORMAT.match(presented)
         if found is None:
             raise refused
-        try:
-            row = self._db.execute(
-                "SELECT role, tenant, digest, expires_at, revoked_at FROM admin_tokens "
-                "WHERE token_id = ?",
-                (found["token_id"],),
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise ServiceUnavailable("The admin token store cannot be read.") from exc
-        stored = bytes(row[2]) if row else _DUMMY_DIGEST
+        row = self._token(found["token_id"])
+        stored = row.digest if row else _DUMMY_DIGEST
         if not hmac.compare_digest(_digest(found["secret"]), stored) or row is None:
             raise refused
-        role, tenant, _, expires_at, revoked_at = row
-        if revoked_at is not None or (expires_at and expires_at <= _iso(self._now())):
+        if row.revoked_at is not None or (row.expires_at and row.expires_at <= _iso(self._now())):
             raise refused
-        return Operator(f"token:{found['token_id']}", Role(role), tenant)
+        return Operator(f"token:{found['token_id']}", Role(row.role), row.tenant)
 
     # -- users --------------------------------------------------------------------------
 
@@ -233,53 +236,151 @@ class OperatorAdmin(ClosingService):
         _check_scope(role, tenant)
         if len(password.reveal()) < _MIN_PASSWORD:
             raise InvalidArgument(f"the password must be at least {_MIN_PASSWORD} characters")
-        created = _iso(self._now())
+        record = UserRecord(name, role.value, tenant, _iso(self._now()), None)
+        if not self._insert_user(record, self._hasher.hash(password.reveal())):
+            raise InvalidArgument(f"a user named {name!r} exists")
+        return record
+
+    def list_users(self) -> list[UserRecord]:
+        """Every user, by name."""
+        return self._user_rows()
+
+    def disable_user(self, name: str) -> None:
+        """Disable a user (their sessions end at their next request); ``NotFound``."""
+        if not self._disable(name, _iso(self._now())):
+            raise NotFound(f"no admin user {name!r}")
+
+    def user(self, name: str) -> Operator | None:
+        """The operator an enabled user stands for; None if unknown or disabled."""
+        row = self._enabled_user(name)
+        return Operator(f"user:{name}", Role(row.role), row.tenant) if row else None
+
+    def check_password(self, name: str, password: str) -> Operator | None:
+        """The user, if ``password`` is theirs and they are enabled; a hash is checked even
+        for an unknown name, so the answer's timing does not tell which names exist."""
+        row = self._enabled_user(name)
+        try:
+            self._hasher.verify(row.password_hash if row else self._dummy_hash, password)
+        except (VerificationError, InvalidHashError):
+            return None
+        return Operator(f"user:{name}", Role(row.role), row.tenant) if row else None
+
+
+@dataclass(frozen=True, slots=True)
+class _TokenRow:
+    token_id: str
+    role: str
+    tenant: str | None
+    label: str
+    digest: bytes
+    created_at: str
+    expires_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredToken:
+    role: str
+    tenant: str | None
+    digest: bytes
+    expires_at: str | None
+    revoked_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredUser:
+    role: str
+    tenant: str | None
+    password_hash: str
+
+
+class OperatorAdmin(OperatorStore):
+    """The operators in the gateway's SQLite state database (no ``database_url``)."""
+
+    def __init__(self, path: Path, *, now: Callable[[], datetime] | None = None) -> None:
+        super().__init__(now=now)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def _insert_token(self, row: _TokenRow) -> None:
+        self._db.execute(
+            "INSERT INTO admin_tokens (token_id, role, tenant, label, digest, created_at, "
+            "expires_at) VALUES (?,?,?,?,?,?,?)",
+            (
+                row.token_id,
+                row.role,
+                row.tenant,
+                row.label,
+                row.digest,
+                row.created_at,
+                row.expires_at,
+            ),
+        )
+
+    def _token_rows(self) -> list[TokenRecord]:
+        rows = self._db.execute(
+            "SELECT token_id, role, tenant, label, created_at, expires_at, revoked_at "
+            "FROM admin_tokens ORDER BY rowid"
+        ).fetchall()
+        return [TokenRecord(*row) for row in rows]
+
+    def _revoke(self, token_id: str, at: str) -> bool:
+        cursor = self._db.execute(
+            "UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE token_id = ?",
+            (at, token_id),
+        )
+        return cursor.rowcount > 0
+
+    def _token(self, token_id: str) -> _StoredToken | None:
+        try:
+            row = self._db.execute(
+                "SELECT role, tenant, digest, expires_at, revoked_at FROM admin_tokens "
+                "WHERE token_id = ?",
+                (token_id,),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise ServiceUnavailable("The admin token store cannot be read.") from exc
+        if row is None:
+            return None
+        return _StoredToken(row[0], row[1], bytes(row[2]), row[3], row[4])
+
+    def _insert_user(self, record: UserRecord, password_hash: str) -> bool:
         try:
             self._db.execute(
                 "INSERT INTO admin_users (name, role, tenant, password_hash, created_at) "
                 "VALUES (?,?,?,?,?)",
-                (name, role.value, tenant, self._hasher.hash(password.reveal()), created),
+                (record.name, record.role, record.tenant, password_hash, record.created_at),
             )
-        except sqlite3.IntegrityError as exc:
-            raise InvalidArgument(f"a user named {name!r} exists") from exc
-        return UserRecord(name, role.value, tenant, created, None)
+        except sqlite3.IntegrityError:
+            return False
+        return True
 
-    def list_users(self) -> list[UserRecord]:
-        """Every user, by name."""
+    def _user_rows(self) -> list[UserRecord]:
         rows = self._db.execute(
             "SELECT name, role, tenant, created_at, disabled_at FROM admin_users ORDER BY name"
         ).fetchall()
         return [UserRecord(*row) for row in rows]
 
-    def disable_user(self, name: str) -> None:
-        """Disable a user (their sessions end at their next request); ``NotFound``."""
+    def _disable(self, name: str, at: str) -> bool:
         cursor = self._db.execute(
             "UPDATE admin_users SET disabled_at = COALESCE(disabled_at, ?) WHERE name = ?",
-            (_iso(self._now()), name),
+            (at, name),
         )
-        if cursor.rowcount == 0:
-            raise NotFound(f"no admin user {name!r}")
+        return cursor.rowcount > 0
 
-    def user(self, name: str) -> Operator | None:
-        """The operator an enabled user stands for; None if unknown or disabled."""
+    def _enabled_user(self, name: str) -> _StoredUser | None:
         row = self._db.execute(
-            "SELECT role, tenant FROM admin_users WHERE name = ? AND disabled_at IS NULL",
+            "SELECT role, tenant, password_hash FROM admin_users "
+            "WHERE name = ? AND disabled_at IS NULL",
             (name,),
         ).fetchone()
-        return Operator(f"user:{name}", Role(row[0]), row[1]) if row else None
-
-    def check_password(self, name: str, password: str) -> Operator | None:
-        """The user, if ``password`` is theirs and they are enabled; a hash is checked even
-        for an unknown name, so the answer's timing does not tell which names exist."""
-        row = self._db.execute(
-            "SELECT password_hash FROM admin_users WHERE name = ? AND disabled_at IS NULL",
-            (name,),
-        ).fetchone()
-        try:
-            self._hasher.verify(row[0] if row else self._dummy_hash, password)
-        except (VerificationError, InvalidHashError):
-            return None
-        return self.user(name) if row else None
+        return _StoredUser(*row) if row else None
 
 
 def _check_scope(role: Role, tenant: str | None) -> None:

@@ -3,6 +3,7 @@ and the session cookie they set."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import math
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ async def login(call: Call) -> LoginResult:
     """Check a user's password (throttled per user and address); open a session."""
     services, body = call.services, call.body
     address = call.request.client.host if call.request.client else "-"
-    wait = services.throttle.retry_after(body.name, address)
+    wait = await services.in_store_thread(services.throttle.retry_after, body.name, address)
     if wait is not None:
         raise ResourceExhausted(
             "Too many failed logins; try again later.", {"retry-after": str(math.ceil(wait))}
@@ -44,10 +45,10 @@ async def login(call: Call) -> LoginResult:
         services.operators.check_password, body.name, body.password
     )
     if user is None:
-        services.throttle.failed(body.name, address)
+        await services.in_store_thread(services.throttle.failed, body.name, address)
         raise Unauthenticated("The user name or password is not right.")
-    services.throttle.succeeded(body.name, address)
-    opened = services.sessions.open(user)
+    await services.in_store_thread(services.throttle.succeeded, body.name, address)
+    opened = await services.in_store_thread(services.sessions.open, user)
     return _session_opened(call, user, body.name, opened)
 
 
@@ -102,7 +103,9 @@ async def oidc_callback(call: Call) -> LoginResult:
     if not hmac.compare_digest(started.encode(), query.state.encode()):
         raise Unauthenticated("This login was not started in this browser; start it again.")
     operator = await call.services.in_thread(oidc.finish, query.code, query.state)
-    opened = call.services.sessions.open(operator, local=False)
+    opened = await call.services.in_store_thread(
+        functools.partial(call.services.sessions.open, operator, local=False)
+    )
     call.response_headers.append(
         ("set-cookie", f"{OIDC_COOKIE}=; Path={API_PREFIX}/oidc/; HttpOnly; Max-Age=0")
     )
@@ -113,7 +116,7 @@ async def logout(call: Call) -> Ok:
     """End the caller's session (a token has none: nothing to do)."""
     session_id = call.request.cookies.get(SESSION_COOKIE)
     if session_id:
-        call.services.sessions.close(session_id)
+        await call.services.in_store_thread(call.services.sessions.close, session_id)
     call.response_headers.append(
         ("set-cookie", f"{SESSION_COOKIE}=; Path=/admin/; HttpOnly; SameSite=Strict; Max-Age=0")
     )

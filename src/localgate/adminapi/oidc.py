@@ -2,12 +2,13 @@
 with PKCE (RFC 7636, S256), the role taken from a claim of the ID token.
 
 ``begin`` makes the authorization URL with a fresh state, nonce and code verifier, kept
-here (in memory, 10 minutes, used once); ``finish`` takes the code and state the browser
-brings back, exchanges the code with the verifier at the token endpoint, and verifies the
-ID token: signature against the provider's published keys (PyJWT), issuer, audience,
-expiry and our nonce. The provider's HTTP calls are made with the standard library in a
-worker thread. The identity provider must be reached over HTTPS (plain HTTP only on
-loopback, for tests and local development).
+10 minutes and used once (in memory, or with ``database_url`` in PostgreSQL, so that the
+provider's redirect may reach any replica: ``sessions_postgres.py``); ``finish`` takes the
+code and state the browser brings back, exchanges the code with the verifier at the token
+endpoint, and verifies the ID token: signature against the provider's published keys
+(PyJWT), issuer, audience, expiry and our nonce. The provider's HTTP calls are made with
+the standard library in a worker thread. The identity provider must be reached over HTTPS
+(plain HTTP only on loopback, for tests and local development).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import hashlib
 import json
 import secrets
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 
@@ -36,10 +38,10 @@ from localgate.errors import (
 )
 from localgate.identity.keys import TENANT_FORMAT
 
-__all__ = ["OidcLogin", "PendingLogin"]
+__all__ = ["MemoryPendingLogins", "OidcLogin", "PendingLogin", "PendingLogins"]
 
 _PENDING_S = 600.0
-_MAX_PENDING = 10_000
+MAX_PENDING = 10_000
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
 
@@ -51,6 +53,41 @@ class PendingLogin:
     verifier: str
     nonce: str
     expires_at: float
+
+
+class PendingLogins(Protocol):
+    """Where logins under way wait for the browser to come back (thread-safe)."""
+
+    def add(self, state: str, pending: PendingLogin, now: float) -> bool:
+        """Keep ``pending`` under ``state``, forgetting expired ones; False if too many."""
+        ...
+
+    def take(self, state: str) -> PendingLogin | None:
+        """The login under ``state``, removed (each is used once); None if unknown."""
+        ...
+
+
+class MemoryPendingLogins:
+    """Logins under way in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, PendingLogin] = {}
+
+    def add(self, state: str, pending: PendingLogin, now: float) -> bool:
+        """See ``PendingLogins.add``."""
+        with self._lock:
+            for old in [s for s, p in self._pending.items() if p.expires_at <= now]:
+                del self._pending[old]
+            if len(self._pending) >= MAX_PENDING:
+                return False
+            self._pending[state] = pending
+            return True
+
+    def take(self, state: str) -> PendingLogin | None:
+        """See ``PendingLogins.take``."""
+        with self._lock:
+            return self._pending.pop(state, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +106,24 @@ class OidcLogin:
         settings: OidcSettings,
         clock: Callable[[], float],
         client_secret: str | None = None,
+        pending: PendingLogins | None = None,
     ) -> None:
         self._settings = settings
         self._clock = clock
         self._client_secret = client_secret
-        self._pending: dict[str, PendingLogin] = {}
+        self._pending: PendingLogins = pending or MemoryPendingLogins()
         self._provider: _Provider | None = None
         self._keys: jwt.PyJWKClient | None = None
 
     @classmethod
-    def from_settings(cls, settings: OidcSettings, clock: Callable[[], float]) -> OidcLogin | None:
-        """The login ``settings`` describe; None when OIDC is off."""
+    def from_settings(
+        cls,
+        settings: OidcSettings,
+        clock: Callable[[], float],
+        pending: PendingLogins | None = None,
+    ) -> OidcLogin | None:
+        """The login ``settings`` describe (its logins under way in ``pending``, by default
+        in memory); None when OIDC is off."""
         if not settings.enabled:
             return None
         secret = None
@@ -90,20 +134,19 @@ class OidcLogin:
                 raise FailedPrecondition(
                     f"admin.oidc.client_secret_file: cannot read {settings.client_secret_file}"
                 ) from exc
-        return cls(settings, clock, secret)
+        return cls(settings, clock, secret, pending)
 
     # -- the two steps (run in a worker thread: they may call the provider) ---------------
 
     def begin(self) -> tuple[str, str]:
         """The authorization URL to send the browser to, and its state."""
         provider = self._discover()
-        self._forget_expired()
-        if len(self._pending) >= _MAX_PENDING:
-            raise ServiceUnavailable("Too many logins in progress; try again in a few minutes.")
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         verifier = secrets.token_urlsafe(48)
         challenge = _b64url(hashlib.sha256(verifier.encode()).digest())
-        self._pending[state] = PendingLogin(verifier, nonce, self._clock() + _PENDING_S)
+        now = self._clock()
+        if not self._pending.add(state, PendingLogin(verifier, nonce, now + _PENDING_S), now):
+            raise ServiceUnavailable("Too many logins in progress; try again in a few minutes.")
         query = urllib.parse.urlencode(
             {
                 "response_type": "code",
@@ -123,7 +166,7 @@ class OidcLogin:
         """The operator the provider vouches for; ``Unauthenticated`` for an unknown, used
         or expired state, a refused code or an ID token that does not verify;
         ``PermissionDenied`` when its claims map to no role (or to several)."""
-        pending = self._pending.pop(state, None)
+        pending = self._pending.take(state)
         if pending is None or pending.expires_at <= self._clock():
             raise Unauthenticated("This login is unknown or has expired; start it again.")
         provider = self._discover()
@@ -242,11 +285,6 @@ class OidcLogin:
                 )
         name = claims.get(settings.name_claim) or claims["sub"]
         return Operator(f"oidc:{name}", role, tenant)
-
-    def _forget_expired(self) -> None:
-        now = self._clock()
-        for state in [s for s, p in self._pending.items() if p.expires_at <= now]:
-            del self._pending[state]
 
 
 def hmac_equal(left: str, right: str) -> bool:

@@ -237,7 +237,9 @@ async def authenticate(
         )
         return operator, "token"
     session_id = request.cookies.get(SESSION_COOKIE)
-    session = services.sessions.get(session_id) if session_id else None
+    session = (
+        await services.in_store_thread(services.sessions.get, session_id) if session_id else None
+    )
     if session is None:
         raise Unauthenticated(
             "Log in (POST /admin/api/v1/session) or send 'Authorization: Bearer <admin token>'."

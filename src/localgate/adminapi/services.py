@@ -13,10 +13,11 @@ from typing import TypeVar
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
-from localgate.admin.operators import OperatorAdmin
+from localgate.admin.operators import OperatorStore
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
+from localgate.adminapi.sessions_postgres import PostgresLoginThrottle, PostgresSessionStore
 from localgate.adminapi.trail import AdminTrail
 from localgate.config import Settings
 from localgate.redaction.detector import Detector
@@ -30,20 +31,20 @@ T = TypeVar("T")
 class AdminServices:
     """The admin services and the listener's own state.
 
-    The key and operator stores hold one SQLite connection each, used by one thread only
+    The key and operator stores hold one database connection each, used by one thread only
     (``in_store_thread``); slower work (audit reads, argon2, the vector store) runs in the
     default pool, so the event loop the data plane shares never waits for it.
     """
 
     settings: Settings
     source: Path | None
-    operators: OperatorAdmin
+    operators: OperatorStore
     keys: KeyAdmin
     audit: AuditAdmin
     search: AuditSearch
     trail: AdminTrail
-    sessions: SessionStore
-    throttle: LoginThrottle
+    sessions: SessionStore | PostgresSessionStore
+    throttle: LoginThrottle | PostgresLoginThrottle
     store_thread: ThreadPoolExecutor
     link: GatewayLink
     oidc: OidcLogin | None = None

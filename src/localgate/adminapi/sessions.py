@@ -4,8 +4,9 @@ A session id is 256 random bits, sent only in an HttpOnly, SameSite=Strict cooki
 server keeps its SHA-256 digest, so a memory dump of the table does not hand out live
 sessions. Every session has a CSRF token the client sends back in ``x-csrf-token`` on
 each state change (the cookie alone is never enough to change anything). Sessions end
-at their expiry, at logout, or when their user is disabled. They live in the admin
-listener's process: a restart logs everybody out.
+at their expiry, at logout, or when their user is disabled. These stores keep them in the
+admin listener's process (a restart logs everybody out); with ``database_url`` they are in
+PostgreSQL instead, shared by every replica (``sessions_postgres.py``).
 """
 
 from __future__ import annotations

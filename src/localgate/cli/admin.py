@@ -13,7 +13,8 @@ from pathlib import Path
 
 import click
 
-from localgate.admin.operators import OperatorAdmin, Role, parse_duration
+from localgate.admin.operator_stores import open_operator_store
+from localgate.admin.operators import OperatorStore, Role, parse_duration
 from localgate.cli.errors import reported
 from localgate.cli.options import config_option, group_config_option, load_or_exit
 from localgate.secret import Secret
@@ -23,8 +24,10 @@ __all__ = ["admin"]
 _ROLES = click.Choice([role.value for role in Role])
 
 
-def _operators(config_path: Path | None) -> OperatorAdmin:
-    return OperatorAdmin.open(load_or_exit(config_path)[0])
+def _operators(config_path: Path | None) -> OperatorStore:
+    settings = load_or_exit(config_path)[0]
+    with reported():  # an unreachable database_url: one line, exit code 1
+        return open_operator_store(settings, serving=False)
 
 
 @click.group()

@@ -3,12 +3,12 @@ for it, translating the driver's errors into one line that never shows the DSN."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["StateDatabaseUnavailable", "connect", "describe"]
+__all__ = ["StateConnection", "StateDatabaseUnavailable", "connect", "describe"]
 
 # Seconds a connection attempt may take: an unreachable database is a start-up error, not a
 # hang (and on the request path, a 503 rather than a stalled event loop).
@@ -49,3 +49,31 @@ def connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
         raise StateDatabaseUnavailable(
             f"database_url: cannot connect to PostgreSQL: {describe(exc)}"
         ) from exc
+
+
+class StateConnection:
+    """One autocommit connection used by one thread at a time, reconnected once per
+    statement if it was lost; every driver error as ``StateDatabaseUnavailable``."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._db = connect(dsn)
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """One statement; its cursor."""
+        import psycopg
+
+        for attempt in (1, 2):
+            try:
+                return self._db.execute(sql, params)
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or not (self._db.broken or self._db.closed):
+                    raise StateDatabaseUnavailable(describe(exc)) from exc
+                self._db = connect(self._dsn)
+            except psycopg.Error as exc:
+                raise StateDatabaseUnavailable(describe(exc)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
