@@ -18,6 +18,7 @@ from google import genai
 from google.genai import errors, types
 
 from localgate.testing import FakeGemini, FakeOpenAI, ScriptedAnswer
+from openai import OpenAI
 from tests.conftest import RunningGateway, run_gateway
 from tests.e2e.sdk_parts import parts
 
@@ -583,3 +584,36 @@ def test_a_tenant_kept_in_house_is_not_redacted_and_never_falls_back_to_gemini(
     )
     assert failed.status_code == 503
     assert upstream.requests == []
+
+
+def test_the_openai_dialect_reaches_an_in_house_openai_server_redacted_and_restored(
+    gateway: RunningGateway, fake: FakeOpenAI
+) -> None:
+    # Both dialects' halves at once: an OpenAI client at the front door, an OpenAI-compatible
+    # server behind the gateway, the Gemini-shaped pipeline in between (redaction on).
+    client = OpenAI(base_url=f"{gateway.base_url}/v1beta/openai/", api_key=gateway.key)
+    try:
+        answer = client.chat.completions.create(
+            model="gemini-local",
+            messages=[{"role": "user", "content": "Call 13812345678 about the refund"}],
+        )
+        chunks = list(
+            client.chat.completions.create(
+                model="gemini-local",
+                messages=[{"role": "user", "content": "Mail zhang.wei@example.com"}],
+                stream=True,
+            )
+        )
+    finally:
+        client.close()
+
+    assert answer.choices[0].message.content == "echo: Call 13812345678 about the refund"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == "echo: Mail zhang.wei@example.com"
+    bodies = sent(fake)
+    assert [body["model"] for body in bodies] == ["local-model", "local-model"]
+    text = str(bodies)
+    assert "13812345678" not in text
+    assert "zhang.wei@example.com" not in text
+    assert "[CN_MOBILE_1]" in text
+    assert "[EMAIL_1]" in text
