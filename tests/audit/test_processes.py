@@ -5,8 +5,11 @@ Real processes, started together on a fresh file (migrations, key files and all)
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from localgate.audit.crypto import CipherSuite
@@ -97,3 +100,30 @@ def test_a_trail_with_checkpoint_signer_never_signs_nothing(tmp_path: Path) -> N
         assert trail.election is None
     finally:
         trail.store.close()
+
+
+def test_writers_take_turns_on_the_file_beside_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    first, second = SqliteDatabase(path), SqliteDatabase(path)
+    first.begin()  # holds the turn (and SQLite's write lock)
+    began = threading.Event()
+
+    def write() -> None:
+        second.begin()
+        began.set()
+        second.rollback()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert not began.wait(0.2)  # still waiting for its turn (a bounded negative check)
+    first.rollback()
+    assert began.wait(INFRASTRUCTURE_TIMEOUT_S)
+    writer.join()
+    # Given back after the rollback: another open file takes the turn at once.
+    fd = os.open(tmp_path / "audit.db.write-turn", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+    first.close()
+    second.close()

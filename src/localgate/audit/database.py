@@ -16,7 +16,10 @@ it uses). The schema itself is managed by Alembic migrations (``migrate.py``).
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,6 +81,7 @@ class SqliteDatabase:
         # The timeout first: worker processes opening the file at once wait for each other.
         self._db.execute("PRAGMA busy_timeout=10000")
         use_wal(self._db)
+        self._turn = _WriterTurn(path.with_name(path.name + ".write-turn"))
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -85,16 +89,29 @@ class SqliteDatabase:
         return self._db.execute(sql, tuple(params))
 
     def begin(self) -> None:
-        """``BEGIN IMMEDIATE``: the write lock of the whole file."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """``BEGIN IMMEDIATE``: the write lock of the whole file, taken in turn with the
+        other processes writing it (``_WriterTurn``)."""
+        self._turn.take()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._turn.give_back()
+            raise
 
     def commit(self) -> None:
         """Commit."""
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        finally:
+            if not self._db.in_transaction:
+                self._turn.give_back()
 
     def rollback(self) -> None:
         """Roll back."""
-        self._db.execute("ROLLBACK")
+        try:
+            self._db.execute("ROLLBACK")
+        finally:
+            self._turn.give_back()
 
     @property
     def in_transaction(self) -> bool:
@@ -107,6 +124,59 @@ class SqliteDatabase:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+        self._turn.close()
+
+
+class _WriterTurn:
+    """Processes writing one SQLite file take turns through a lock on a file beside it.
+
+    SQLite's own wait for a busy file sleeps in growing steps (up to 100 ms) and does not
+    wake when the lock is freed: with several worker processes writing the audit trail,
+    a writer often slept long after the other's short transaction ended. The turn is an
+    ``flock`` tried every fraction of a millisecond instead, for as long as SQLite would
+    have waited; then SQLite's own timeout applies as before.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+        self._held = False
+
+    def take(self) -> None:
+        if self._fd is None:
+            try:  # opened on the first write: a read-only copy of the log never needs it
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError:
+                return  # no turn to take (a read-only directory): SQLite's own lock decides
+        fd = self._fd
+        deadline = time.monotonic() + _TURN_WAIT_S
+        pause = 0.0001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return  # SQLite's busy timeout decides from here
+                time.sleep(pause)  # a retry's pause, bounded by the deadline
+                pause = min(pause * 2, 0.001)
+                continue
+            self._held = True
+            return
+
+    def give_back(self) -> None:
+        if self._held and self._fd is not None:
+            self._held = False
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self.give_back()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+# As long as SQLite's busy timeout (PRAGMA busy_timeout above).
+_TURN_WAIT_S = 10.0
 
 
 class DatabaseUnavailable(Exception):
