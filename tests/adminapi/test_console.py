@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from localgate.admin.operators import Role
-from localgate.adminapi.console import CONSOLE_CSP
+from localgate.adminapi.console import CONSOLE_CSP, TEXT
 from tests.adminapi.conftest import PASSWORD, AdminApi
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
@@ -305,3 +305,17 @@ def test_logout_ends_the_session(admin_api: AdminApi) -> None:
         assert answer.headers["location"] == "/admin/login"
     with httpx.Client(base_url=admin_api.base_url, cookies={"lg_admin_session": cookie}) as old:
         assert old.get("/admin/").headers["location"] == "/admin/login"
+
+
+def test_both_languages_have_every_text_and_none_hides_a_dict_method() -> None:
+    assert TEXT["en"].keys() == TEXT["zh"].keys()
+    # Jinja looks up t.name as an attribute first: t.keys would print a method.
+    assert not [name for name in TEXT["en"] if hasattr(dict, name)]
+
+
+def test_the_keys_table_is_headed_in_each_language(admin_api: AdminApi) -> None:
+    client, _ = console(admin_api, Role.SECURITY)
+    with closing(client):
+        assert "<h2>Keys</h2>" in client.get("/admin/tenants/acme").text
+        client.get("/admin/lang/zh")
+        assert "<h2>密钥</h2>" in client.get("/admin/tenants/acme").text
