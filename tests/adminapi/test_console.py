@@ -43,10 +43,19 @@ def console(api: AdminApi, role: Role) -> tuple[httpx.Client, str]:
     return client, _hidden(home.text, "csrf")
 
 
-PAGES = ["/", "/tenants", "/tenants/acme", "/audit", "/audit/requests/{acme}", "/trail", "/config"]
+PAGES = [
+    "/",
+    "/tenants",
+    "/tenants/acme",
+    "/audit",
+    "/audit/requests/{acme}",
+    "/trail",
+    "/config",
+    "/redact",
+]
 ALLOWED = {
-    Role.ADMIN: {"/", "/tenants", "/tenants/acme", "/config"},
-    Role.SECURITY: {"/", "/tenants", "/tenants/acme", "/config"},
+    Role.ADMIN: {"/", "/tenants", "/tenants/acme", "/config", "/redact"},
+    Role.SECURITY: {"/", "/tenants", "/tenants/acme", "/config", "/redact"},
     Role.AUDITOR: {"/", "/tenants", "/tenants/acme", "/audit", "/audit/requests/{acme}", "/trail"},
     Role.TENANT_ADMIN: {"/", "/tenants", "/tenants/acme"},
     Role.VIEWER: {"/", "/tenants", "/tenants/acme", "/config"},
@@ -319,3 +328,23 @@ def test_the_keys_table_is_headed_in_each_language(admin_api: AdminApi) -> None:
         assert "<h2>Keys</h2>" in client.get("/admin/tenants/acme").text
         client.get("/admin/lang/zh")
         assert "<h2>密钥</h2>" in client.get("/admin/tenants/acme").text
+
+
+def test_the_redaction_playground_shows_what_would_be_sent(admin_api: AdminApi) -> None:
+    text = "请联系张伟，手机 13800138000，邮箱 zhang.wei@example.com"
+    client, csrf = console(admin_api, Role.SECURITY)
+    with closing(client):
+        assert client.post("/admin/redact", data={"text": text}).status_code == 403
+        answer = client.post("/admin/redact", data={"csrf": csrf, "text": text, "tenant": "acme"})
+        assert answer.status_code == 200
+        assert text not in str(answer.url)
+        sent = re.search(r'<pre id="sent">([^<]*)</pre>', answer.text)
+        assert sent
+        assert "13800138000" not in sent.group(1)
+        assert "CN_MOBILE" in answer.text
+        assert "EMAIL" in answer.text
+    auditor, token = console(admin_api, Role.AUDITOR)
+    with closing(auditor):
+        refused = auditor.post("/admin/redact", data={"csrf": token, "text": text})
+        assert refused.status_code == 403
+        assert "13800138000" not in refused.text

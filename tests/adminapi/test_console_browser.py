@@ -154,3 +154,16 @@ def test_security_revokes_a_key_and_the_data_plane_refuses_it(
     browser.find_element(By.LINK_TEXT, "Configuration").click()
     _wait(browser).until(ec.presence_of_element_located((By.ID, "config-hash")))
     _shot(browser, "configuration")
+
+
+def test_security_tries_the_redactor_in_chinese(admin_api: AdminApi, browser: WebDriver) -> None:
+    _log_in(browser, admin_api, Role.SECURITY)
+    browser.find_element(By.ID, "lang").click()
+    _wait(browser).until(ec.presence_of_element_located((By.LINK_TEXT, "脱敏试验场"))).click()
+    text = _wait(browser).until(ec.element_to_be_clickable((By.ID, "text")))
+    text.send_keys("请联系张伟，手机 13800138000，邮箱 zhang.wei@example.com")
+    browser.find_element(By.ID, "try").click()
+    sent = _wait(browser).until(ec.presence_of_element_located((By.ID, "sent"))).text
+    assert "13800138000" not in sent
+    assert "CN_MOBILE" in browser.find_element(By.ID, "findings").text
+    _shot(browser, "redaction-zh")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,6 +52,8 @@ from localgate.errors import (
 )
 
 __all__ = ["CONSOLE_CSP", "console_routes"]
+
+logger = logging.getLogger("localgate.adminapi")
 
 CONSOLE = "/admin"
 LANG_COOKIE = "lg_console_lang"
@@ -153,6 +156,15 @@ TEXT: dict[str, dict[str, str]] = {
         "no": "no",
         "error": "Error",
         "refused": "Refused",
+        "redact": "Redaction playground",
+        "text": "Text",
+        "sent": "What would be sent",
+        "blocked": "Blocked by policy",
+        "findings": "Findings",
+        "type": "Type",
+        "score": "Score",
+        "try": "Try",
+        "global_policy": "(global policy)",
         "language": "中文",
         "skip": "Skip to content",
     },
@@ -233,6 +245,15 @@ TEXT: dict[str, dict[str, str]] = {
         "no": "否",
         "error": "错误",
         "refused": "拒绝访问",
+        "redact": "脱敏试验场",
+        "text": "文本",
+        "sent": "将要发送的内容",
+        "blocked": "被策略拦截",
+        "findings": "识别结果",
+        "type": "类型",
+        "score": "置信度",
+        "try": "试一试",
+        "global_policy": "（全局策略）",
         "language": "English",
         "skip": "跳到正文",
     },
@@ -362,6 +383,9 @@ def _page(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return _see_other(moved.url)
         except LocalgateError as exc:
             return page.render("error.html.j2", exc.code, code=exc.code, message=exc.message)
+        except Exception:
+            logger.exception("console: %s %s failed", request.method, request.url.path)
+            return page.render("error.html.j2", 500, code=500, message="Internal error.")
 
     return endpoint
 
@@ -611,6 +635,29 @@ async def reload_config(page: Page) -> Response:
     return await config_page(page, reloaded=reloaded)
 
 
+# -- redaction playground --------------------------------------------------------------
+
+
+async def redact_page(page: Page) -> Response:
+    await page.login()
+    if not page.may(Permission.REDACT):
+        raise PermissionDenied(
+            f"The role {page.operator.role.value if page.operator else '-'} "
+            "may not try the redactor."
+        )
+    tenants = (await page.call("listTenants")).tenants
+    return page.render("redact.html.j2", tenants=tenants, text="", tenant="", result=None)
+
+
+async def redact_submit(page: Page) -> Response:
+    await page.login()
+    form = await page.form()
+    text, tenant = form.get("text", ""), form.get("tenant", "")
+    result = await page.call("redact", body={"text": text, "tenant": tenant or None})
+    tenants = (await page.call("listTenants")).tenants
+    return page.render("redact.html.j2", tenants=tenants, text=text, tenant=tenant, result=result)
+
+
 # -- static files ----------------------------------------------------------------------
 
 
@@ -653,4 +700,6 @@ def console_routes() -> list[Route]:
         Route(f"{CONSOLE}/trail", _page(trail_page), methods=["GET"]),
         Route(f"{CONSOLE}/config", _page(config_page), methods=["GET"]),
         Route(f"{CONSOLE}/config/reload", _page(reload_config), methods=["POST"]),
+        Route(f"{CONSOLE}/redact", _page(redact_page), methods=["GET"]),
+        Route(f"{CONSOLE}/redact", _page(redact_submit), methods=["POST"]),
     ]
