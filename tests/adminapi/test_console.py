@@ -13,6 +13,7 @@ import pytest
 
 from localgate.admin.operators import Role
 from localgate.adminapi.console import CONSOLE_CSP, TEXT
+from localgate.secret import Secret
 from tests.adminapi.conftest import PASSWORD, AdminApi
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
@@ -23,8 +24,9 @@ def _hidden(html: str, name: str) -> str:
     return found.group(1)
 
 
-def console(api: AdminApi, role: Role) -> tuple[httpx.Client, str]:
-    """A browser-like client logged in as ``role``'s user, and its CSRF token."""
+def console(api: AdminApi, role: Role, name: str | None = None) -> tuple[httpx.Client, str]:
+    """A browser-like client logged in as ``role``'s user (or ``name``), and its CSRF
+    token."""
     client = httpx.Client(base_url=api.base_url, timeout=INFRASTRUCTURE_TIMEOUT_S)
     form = client.get("/admin/login")
     assert form.status_code == 200
@@ -32,7 +34,7 @@ def console(api: AdminApi, role: Role) -> tuple[httpx.Client, str]:
         "/admin/login",
         data={
             "login_token": _hidden(form.text, "login_token"),
-            "name": api.users[role],
+            "name": name or api.users[role],
             "password": PASSWORD,
         },
     )
@@ -348,3 +350,32 @@ def test_the_redaction_playground_shows_what_would_be_sent(admin_api: AdminApi) 
         refused = auditor.post("/admin/redact", data={"csrf": token, "text": text})
         assert refused.status_code == 403
         assert "13800138000" not in refused.text
+
+
+def test_markup_in_labels_and_search_fields_is_shown_as_text(admin_api: AdminApi) -> None:
+    evil = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+    client, csrf = console(admin_api, Role.SECURITY)
+    with closing(client):
+        created = client.post("/admin/tenants/acme/keys", data={"csrf": csrf, "label": evil})
+        assert created.status_code == 200
+        for page in (created.text, client.get("/admin/tenants/acme").text):
+            assert evil not in page
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    auditor, _ = console(admin_api, Role.AUDITOR)
+    with closing(auditor):
+        page = auditor.get("/admin/audit", params={"model": evil}).text
+        assert evil not in page
+        assert "<img src=x" not in page
+
+
+def test_a_disabled_user_is_logged_out_of_the_console(admin_api: AdminApi) -> None:
+    with admin_api.operators() as operators:
+        operators.create_user("console-leaver", Role.VIEWER, Secret(PASSWORD))
+    client, _ = console(admin_api, Role.VIEWER, name="console-leaver")
+    with closing(client):
+        assert client.get("/admin/tenants").status_code == 200
+        with admin_api.operators() as operators:
+            operators.disable_user("console-leaver")
+        answer = client.get("/admin/tenants")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/admin/login"
