@@ -38,13 +38,15 @@ tools:
 		echo "note: could not install promtool (Debian: apt-get install prometheus); alert-rule tests are skipped"
 	@# The auditor's report: WeasyPrint needs Pango and a CJK font for the PDF; its rendering
 	@# test opens the HTML in headless Chromium and turns the PDF into images (pdftoppm).
-	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null && \
+	@# The web console's browser tests drive the same chromium through chromedriver.
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
+		command -v pdftoppm >/dev/null && \
 		ldconfig -p | grep -q libpangoft2-1.0 && fc-list :lang=zh | grep -q . || \
 		(export DEBIAN_FRONTEND=noninteractive; \
-		 PKGS="chromium poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-wqy-zenhei"; \
+		 PKGS="chromium chromium-driver poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-wqy-zenhei"; \
 		 apt-get install -y -qq --no-install-recommends $$PKGS >/dev/null 2>&1 || \
 		 (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$PKGS) >/dev/null 2>&1) || \
-		echo "note: could not install chromium, poppler-utils, Pango or a CJK font; the report's PDF and rendering tests need them"
+		echo "note: could not install chromium, chromium-driver, poppler-utils, Pango or a CJK font; the report's PDF, its rendering and the console's browser tests need them"
 
 test: lint tools
 	$(BIN)/pytest

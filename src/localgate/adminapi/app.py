@@ -19,6 +19,7 @@ from localgate.admin.audit import AuditAdmin
 from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operator_stores import open_operator_store
+from localgate.adminapi.console import console_routes
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin, PendingLogins
 from localgate.adminapi.operations import OPERATIONS
@@ -95,6 +96,7 @@ def create_admin_app(
         routes=[
             Route("/admin/api/openapi.json", openapi, methods=["GET"]),
             *AdminRoutes(OPERATIONS).routes(),
+            *console_routes(),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_exception},

@@ -30,6 +30,7 @@ from localgate.admin.operators import Operator, Role
 from localgate.adminapi.models import ErrorEnvelope
 from localgate.adminapi.permissions import Permission, allowed
 from localgate.adminapi.services import AdminServices
+from localgate.adminapi.sessions import Session
 from localgate.errors import (
     InvalidArgument,
     LocalgateError,
@@ -49,6 +50,9 @@ __all__ = [
     "error_response",
     "json_response",
     "openapi_document",
+    "parse",
+    "record_failure",
+    "session_operator",
 ]
 
 logger = logging.getLogger("localgate.adminapi")
@@ -173,7 +177,7 @@ class AdminRoutes:
                         f"The role {operator.role.value} may not {op.summary[0].lower()}"
                         f"{op.summary[1:].rstrip('.')}."
                     )
-                query = _parse(op.query, dict(request.query_params)) if op.query else None
+                query = parse(op.query, dict(request.query_params)) if op.query else None
                 if op.query is None and request.query_params:
                     raise InvalidArgument("This operation takes no query parameters.")
                 body = await _body(request, op.body) if op.body else None
@@ -190,12 +194,12 @@ class AdminRoutes:
                 result = await op.handler(call)
             except LocalgateError as exc:
                 if call is not None:
-                    await _record_failure(call, exc)
+                    await record_failure(call, exc)
                 return error_response(exc, request_id)
             except Exception:
                 logger.exception("admin API: %s %s failed", op.method, op.operation_id)
                 if call is not None:
-                    await _record_failure(call, ServiceUnavailable("internal error"))
+                    await record_failure(call, ServiceUnavailable("internal error"))
                 return json_response(
                     {"error": {"code": 500, "message": "Internal error.", "status": "INTERNAL"}},
                     500,
@@ -213,7 +217,7 @@ class AdminRoutes:
         return endpoint
 
 
-async def _record_failure(call: Call, exc: LocalgateError) -> None:
+async def record_failure(call: Call, exc: LocalgateError) -> None:
     """Each action put on record as attempted gets a second record: it failed, and how."""
     for action, target in list(call.attempted):
         try:
@@ -236,6 +240,17 @@ async def authenticate(
             services.operators.authenticate_token, token.strip()
         )
         return operator, "token"
+    user, session = await session_operator(request, services)
+    if request.method in _CHANGES and not session.csrf_matches(request.headers.get(CSRF_HEADER)):
+        raise PermissionDenied(
+            f"A change made with a session needs its CSRF token in the {CSRF_HEADER} header."
+        )
+    return user, "session"
+
+
+async def session_operator(request: Request, services: AdminServices) -> tuple[Operator, Session]:
+    """The user of the request's session cookie and the session (its CSRF token is the
+    caller's to check); ``Unauthenticated`` without a live session."""
     session_id = request.cookies.get(SESSION_COOKIE)
     session = (
         await services.in_store_thread(services.sessions.get, session_id) if session_id else None
@@ -250,14 +265,10 @@ async def authenticate(
         if found is None:
             raise Unauthenticated("This user has been disabled; the session has ended.")
         user = found
-    if request.method in _CHANGES and not session.csrf_matches(request.headers.get(CSRF_HEADER)):
-        raise PermissionDenied(
-            f"A change made with a session needs its CSRF token in the {CSRF_HEADER} header."
-        )
-    return user, "session"
+    return user, session
 
 
-def _parse(model: type[BaseModel], data: Any) -> Any:
+def parse(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -277,7 +288,7 @@ async def _body(request: Request, model: type[BaseModel]) -> Any:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidArgument("The body is not JSON.") from exc
-    return _parse(model, data)
+    return parse(model, data)
 
 
 def _describe(exc: ValidationError) -> str:
