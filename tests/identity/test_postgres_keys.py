@@ -71,9 +71,8 @@ def test_without_its_poller_the_store_reads_the_database_instead_of_trusting_its
     try:
         issued = admin.create("acme")
         store.authenticate(issued.key.reveal())
-        store._stop.set()  # the poller stops, as if stuck or cut off from the database
-        assert store._poller is not None
-        store._poller.join()
+        assert store.watch is not None
+        store.watch.close()  # the poller stops, as if stuck or cut off from the database
         admin.revoke(issued.key_id)
         # Not by a lucky last poll: none runs; the cache ages out.
         wait_until(lambda: refused(store, issued.key.reveal()), timeout=PROMISE_S)

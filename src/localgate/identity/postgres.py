@@ -15,9 +15,7 @@ database, which answers (and sees a revocation) or fails the request with 503.
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from typing import Any
 
 from localgate.errors import ServiceUnavailable
@@ -31,18 +29,11 @@ from localgate.identity.keys import (
     authenticate_with,
     new_key,
 )
+from localgate.state.generations import POLL_INTERVAL_S, STALE_AFTER_S, GenerationWatch
 from localgate.state.migrate import upgrade_schema
 from localgate.state.postgres import StateDatabaseUnavailable, connect, describe
 
 __all__ = ["POLL_INTERVAL_S", "STALE_AFTER_S", "PostgresKeyStore"]
-
-logger = logging.getLogger("localgate.identity")
-
-POLL_INTERVAL_S = 0.2
-# A revocation committed at t is seen by a poll that starts after t: at the latest
-# POLL_INTERVAL_S later, plus the poll's own round trip. Past this age of the last
-# successful poll the cache is not trusted: 0.2 + 0.6 < 1 s, the promise.
-STALE_AFTER_S = 0.6
 
 
 class PostgresKeyStore:
@@ -61,23 +52,18 @@ class PostgresKeyStore:
                 raise
         self._cache: dict[str, tuple[bytes, Principal | None]] = {}
         self._lock = threading.Lock()
-        self._cached_generation = -1
-        self._seen_generation = -1
-        self._polled_at = float("-inf")  # monotonic start of the last successful poll
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
-        if poll:
-            self._poll_once(self._db)
-            self._poller = threading.Thread(
-                target=self._poll_forever, name="key-store-poller", daemon=True
-            )
-            self._poller.start()
+        self._cached_generation: int | None = None
+        # Revocations reach every replica through the api_keys change counter.
+        try:
+            self.watch = GenerationWatch(dsn, "api_keys", what="key store") if poll else None
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         """Stop polling and close the connection."""
-        self._stop.set()
-        if self._poller is not None:
-            self._poller.join(timeout=10)
+        if self.watch is not None:
+            self.watch.close()
         self._db.close()
 
     # -- administration (CLI) -------------------------------------------------
@@ -129,11 +115,12 @@ class PostgresKeyStore:
             raise ServiceUnavailable("The key store cannot be read.") from exc
 
     def _lookup(self, key_id: str) -> tuple[bytes, Principal | None]:
+        generation = self.watch.generation() if self.watch is not None else None
+        fresh = generation is not None
         with self._lock:
-            fresh = time.monotonic() - self._polled_at < STALE_AFTER_S
-            if self._seen_generation != self._cached_generation or not fresh:
+            if generation != self._cached_generation or not fresh:
                 self._cache.clear()
-                self._cached_generation = self._seen_generation
+                self._cached_generation = generation
         cached = self._cache.get(key_id) if fresh else None
         if cached is not None:
             return cached
@@ -167,43 +154,6 @@ class PostgresKeyStore:
             except psycopg.Error as exc:
                 raise StateDatabaseUnavailable(describe(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    # -- the poller thread ----------------------------------------------------
-
-    def _poll_forever(self) -> None:
-        db: Any = None
-        failing = False
-        while not self._stop.wait(POLL_INTERVAL_S):
-            try:
-                if db is None or db.closed:
-                    db = connect(self._dsn)
-                self._poll_once(db)
-            except Exception as exc:  # noqa: BLE001 - the poller lives on; the cache goes stale
-                if not failing:  # once per outage, not five times a second
-                    logger.warning(
-                        "key store: cannot read the change counter (%s); keys are read from "
-                        "the database on each request until it answers again",
-                        describe(exc),
-                    )
-                failing = True
-                if db is not None:
-                    db.close()
-                    db = None
-                continue
-            if failing:
-                logger.info("key store: the change counter answers again")
-                failing = False
-        if db is not None:
-            db.close()
-
-    def _poll_once(self, db: Any) -> None:
-        started = time.monotonic()
-        row = db.execute(
-            "SELECT generation FROM state_generations WHERE name = 'api_keys'"
-        ).fetchone()
-        with self._lock:
-            self._seen_generation = int(row[0]) if row else -1
-            self._polled_at = started
 
 
 def _upgrade(dsn: str) -> None:
