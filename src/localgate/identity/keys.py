@@ -122,11 +122,6 @@ class SqliteKeyStore:
 
     def create(self, tenant: str, label: str = "") -> IssuedKey:
         """Create a key for ``tenant``; the returned secret is not stored anywhere."""
-        if not TENANT_FORMAT.match(tenant):
-            raise ValueError(
-                "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
-                "starting with a letter or digit"
-            )
         issued, digest = new_key(tenant)
         self._db.execute(
             "INSERT INTO api_keys (key_id, tenant, label, digest, created_at) VALUES (?,?,?,?,?)",
@@ -239,7 +234,13 @@ class _CommitWatch:
 
 
 def new_key(tenant: str) -> tuple[IssuedKey, bytes]:
-    """A new key for ``tenant`` and the digest to store (the secret itself never is)."""
+    """A new key for ``tenant`` and the digest to store (the secret itself never is);
+    ``ValueError`` for a tenant name that is not one."""
+    if not TENANT_FORMAT.match(tenant):
+        raise ValueError(
+            "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
     key_id = secrets.token_hex(8)
     secret = secrets.token_urlsafe(32)
     issued = IssuedKey(tenant=tenant, key_id=key_id, key=Secret(f"lg_{key_id}_{secret}"))

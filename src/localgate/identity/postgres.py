@@ -22,7 +22,6 @@ from localgate.errors import ServiceUnavailable
 from localgate.exchange.principal import Principal
 from localgate.identity.keys import (
     _DUMMY_DIGEST,
-    TENANT_FORMAT,
     ApiKeyRecord,
     IssuedKey,
     _now,
@@ -31,7 +30,7 @@ from localgate.identity.keys import (
 )
 from localgate.state.generations import POLL_INTERVAL_S, STALE_AFTER_S, GenerationWatch
 from localgate.state.migrate import upgrade_schema
-from localgate.state.postgres import StateDatabaseUnavailable, connect, describe
+from localgate.state.postgres import StateConnection, StateDatabaseUnavailable, describe
 
 __all__ = ["POLL_INTERVAL_S", "STALE_AFTER_S", "PostgresKeyStore"]
 
@@ -40,10 +39,9 @@ class PostgresKeyStore:
     """Keys in PostgreSQL (``database_url``), shared by every replica."""
 
     def __init__(self, dsn: str, *, poll: bool = True, migrate: bool = True) -> None:
-        self._dsn = dsn
         # Used from the event loop's thread only (requests) or the CLI. Connected first: an
         # unreachable database is reported as such, not as a failed migration.
-        self._db = connect(dsn)
+        self._db = StateConnection(dsn)
         if migrate:
             try:
                 _upgrade(dsn)
@@ -70,11 +68,6 @@ class PostgresKeyStore:
 
     def create(self, tenant: str, label: str = "") -> IssuedKey:
         """Create a key for ``tenant``; the returned secret is not stored anywhere."""
-        if not TENANT_FORMAT.match(tenant):
-            raise ValueError(
-                "tenant must be 1-64 characters: letters, digits, '.', '_' or '-', "
-                "starting with a letter or digit"
-            )
         issued, digest = new_key(tenant)
         self._run(
             "INSERT INTO api_keys (key_id, tenant, label, digest, created_at) "
@@ -142,18 +135,7 @@ class PostgresKeyStore:
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         """One statement on the store's connection, reconnecting once if it was lost."""
-        import psycopg
-
-        for attempt in (1, 2):
-            try:
-                return self._db.execute(sql, params)
-            except psycopg.OperationalError as exc:
-                if attempt == 2 or not (self._db.broken or self._db.closed):
-                    raise StateDatabaseUnavailable(describe(exc)) from exc
-                self._db = connect(self._dsn)
-            except psycopg.Error as exc:
-                raise StateDatabaseUnavailable(describe(exc)) from exc
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        return self._db.run(sql, params)
 
 
 def _upgrade(dsn: str) -> None:
