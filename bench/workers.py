@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.machine import Machine, MachineCpu, describe_machine
+from bench.run import MODEL, REPO, REQUEST_BODY
 from bench.servers import (
     BenchError,
     ServerProcess,
@@ -41,9 +42,8 @@ from bench.wrk import WrkResult, lua_script, run_wrk, wrk_command
 
 __all__ = ["main"]
 
-REPO = Path(__file__).resolve().parents[1]
-PATH = "/v1beta/models/gemini-2.5-flash:generateContent"
-BODY = b'{"contents":[{"role":"user","parts":[{"text":"Explain how AI works in a few words"}]}]}'
+PATH = f"{MODEL}:generateContent"
+BODY = REQUEST_BODY
 CONNECTIONS = 64
 READY_DEADLINE_S = 120.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
