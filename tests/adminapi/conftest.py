@@ -136,6 +136,25 @@ def gateway_and_admin(
         thread.join(timeout=INFRASTRUCTURE_TIMEOUT_S)
 
 
+def audited_requests(gateway: RunningGateway) -> tuple[dict[str, str], dict[str, str]]:
+    """One request each of tenants acme (the gateway's key) and globex (a key made now),
+    answered and on the audit trail; their request ids and key ids by tenant."""
+    keys = gateway.keys()
+    globex = keys.create("globex", "tests")
+    keys.close()
+    request_ids = {}
+    for tenant, key in (("acme", gateway.key), ("globex", globex.key.reveal())):
+        with gateway.client(headers={"x-goog-api-key": key}) as client:
+            answer = client.post(
+                "/v1beta/models/gemini-2.5-flash:generateContent",
+                json={"contents": [{"parts": [{"text": f"Hello from {tenant}"}]}]},
+            )
+        assert answer.status_code == 200, answer.text
+        request_ids[tenant] = answer.headers["x-request-id"]
+        gateway.audit_headers(request_ids[tenant])
+    return request_ids, {"acme": gateway.key_id, "globex": globex.key_id}
+
+
 @pytest.fixture(scope="module")
 def admin_api(
     fake_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory
@@ -146,19 +165,7 @@ def admin_api(
     servers = gateway_and_admin(tmp_path_factory.mktemp("admin"), fake_upstream.base_url, clock)
     with servers as (gateway, base_url):
         settings = gateway.settings
-        keys = gateway.keys()
-        globex = keys.create("globex", "tests")
-        keys.close()
-        request_ids = {}
-        for tenant, key in (("acme", gateway.key), ("globex", globex.key.reveal())):
-            with gateway.client(headers={"x-goog-api-key": key}) as client:
-                answer = client.post(
-                    "/v1beta/models/gemini-2.5-flash:generateContent",
-                    json={"contents": [{"parts": [{"text": f"Hello from {tenant}"}]}]},
-                )
-            assert answer.status_code == 200, answer.text
-            request_ids[tenant] = answer.headers["x-request-id"]
-            gateway.audit_headers(request_ids[tenant])
+        request_ids, key_ids = audited_requests(gateway)
         with OperatorAdmin(settings.state_db_path) as operators:
             tokens = {
                 role: operators.create_token(
@@ -179,7 +186,7 @@ def admin_api(
             clock=clock,
             tokens=tokens,
             request_ids=request_ids,
-            key_ids={"acme": gateway.key_id, "globex": globex.key_id},
+            key_ids=key_ids,
             gateway=gateway,
             users={role: f"user-{role.value}" for role in Role},
         )

@@ -30,7 +30,7 @@ from localgate.audit.records import ADMIN_LOG
 from localgate.cli import main
 from localgate.config import Settings, load_settings
 from localgate.testing import FakeGemini
-from tests.adminapi.conftest import FakeClock, gateway_and_admin
+from tests.adminapi.conftest import FakeClock, audited_requests, gateway_and_admin
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 API = "/admin/api/v1"
@@ -116,19 +116,7 @@ def made(fake_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory) ->
         admin_url,
     ):
         settings = gateway.settings
-        keys = gateway.keys()
-        globex = keys.create("globex", "tests")
-        keys.close()
-        request_ids = {}
-        for tenant, key in (("acme", gateway.key), ("globex", globex.key.reveal())):
-            with gateway.client(headers={"x-goog-api-key": key}) as client:
-                answer = client.post(
-                    "/v1beta/models/gemini-2.5-flash:generateContent",
-                    json={"contents": [{"parts": [{"text": f"Hello from {tenant}"}]}]},
-                )
-            assert answer.status_code == 200, answer.text
-            request_ids[tenant] = answer.headers["x-request-id"]
-            gateway.audit_headers(request_ids[tenant])
+        request_ids, _ = audited_requests(gateway)
         with OperatorAdmin(settings.state_db_path) as operators:
             issued = operators.create_token(Role.AUDITOR, None)
         with httpx.Client(
