@@ -98,6 +98,7 @@ class SharedBreakers:
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._failing = False
+        self._adopting: str | None = None  # the breaker sync() is opening from Redis now
 
     def start(self) -> None:
         """Sync every ``sync_interval_s`` until ``close``."""
@@ -135,7 +136,12 @@ class SharedBreakers:
                 return
             self._recovered()
             if int(left_ms) > 0:
-                breaker.open_for(int(left_ms) / 1000)
+                # Adopted from Redis: nothing to publish back (opened() is called from it).
+                self._adopting = name
+                try:
+                    breaker.open_for(int(left_ms) / 1000)
+                finally:
+                    self._adopting = None
 
     async def claim_probe(self, name: str) -> bool:
         """Whether this replica may send the half-open probe to ``name`` (no other replica
@@ -151,8 +157,10 @@ class SharedBreakers:
 
     def opened(self, name: str) -> None:
         """This replica's breaker of ``name`` opened: tell the others now, not at the next
-        sync. An already open shared breaker is left as it is."""
-        self._later(self._publish_open(name))
+        sync. An already open shared breaker is left as it is; one adopted from Redis is
+        not published back."""
+        if name != self._adopting:
+            self._later(self._publish_open(name))
 
     def probed(self, name: str, *, ok: bool) -> None:
         """This replica's probe of ``name`` ended: free the probe key; a success also
