@@ -3,7 +3,6 @@ with its reason), proofs, verification and checkpoints."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from localgate.admin.audit_search import AuditQuery
@@ -108,18 +107,11 @@ async def decrypt_request(call: Call) -> DecryptedOut:
 
 
 async def prove_request(call: Call) -> ProofOut:
-    """An inclusion proof of one of a request's records."""
+    """The proof bundle of one of a request's records."""
     proof = await call.services.in_thread(
         call.services.audit.prove, call.path["request_id"], call.query.kind
     )
-    return ProofOut(
-        suite=proof.suite,
-        tenant=proof.tenant,
-        seq=proof.seq,
-        header=base64.b64encode(proof.header).decode(),
-        checkpoint=proof.checkpoint,
-        proof=[base64.b64encode(node).decode() for node in proof.proof],
-    )
+    return ProofOut(**proof.as_json())
 
 
 async def verify_audit(call: Call) -> VerifyOut:

@@ -242,14 +242,22 @@ class ProofParams(Body):
 
 
 class ProofOut(BaseModel):
-    """An inclusion proof, as ``localgate audit check-proof`` reads it."""
+    """A proof bundle: a record's inclusion in its log, as ``localgate audit check-proof``
+    reads it (docs/audit.md, "Proof bundles"). Binary fields are base64."""
 
+    format: str
     suite: str
+    origin: str  # the signed checkpoint's origin line: the log's name
     tenant: str
     seq: int
-    header: str  # base64
-    checkpoint: str
-    proof: list[str]  # base64
+    leaf_index: int  # = seq
+    tree_size: int
+    header: str  # the leaf: the record's canonical header bytes
+    leaf_hash: str
+    proof: list[str]
+    root: str
+    checkpoint: str  # the signed note (C2SP signed-note, Ed25519)
+    ciphertexts: dict[str, str]  # "payload", "prompt": encrypted, as stored
 
 
 class VerifyParams(Body):
