@@ -38,7 +38,7 @@ from localgate.audit.records import parse_header
 from localgate.audit.retention import PurgeOutcome, purge_tenants, shred_expired
 from localgate.audit.store import AuditReader, AuditStore, StoredRecord, associated_data
 from localgate.audit.trail import database, master_key, remember_master_key, signer
-from localgate.audit.verify import TenantReport, verify_all
+from localgate.audit.verify import TenantReport, VerifyProgress, verify_all
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
 from localgate.secret import load_or_create_key
@@ -207,11 +207,13 @@ class AuditAdmin:
         tenant: str | None = None,
         checkpoint_dir: Path | None = None,
         verifier_key: str | None = None,
+        progress: VerifyProgress | None = None,
     ) -> AuditVerification:
         """Recompute every log (or ``tenant``'s) against its checkpoints and the anchor.
 
         ``checkpoint_dir`` overrides ``audit.checkpoint_export_dir``; ``verifier_key``
-        overrides the key derived from the signing key file.
+        overrides the key derived from the signing key file; ``progress`` is kept up to
+        date as records are checked (from this thread: read it from another).
         """
         reader = self._reader()
         try:
@@ -229,7 +231,7 @@ class AuditAdmin:
                         reader.checkpoints(name) for name in reader.known_tenants()
                     ):
                         missing = str(exc)
-            result = verify_all(reader, _suite(reader), verifier, anchor, tenant)
+            result = verify_all(reader, _suite(reader), verifier, anchor, tenant, progress)
         finally:
             reader.close()
         return AuditVerification(

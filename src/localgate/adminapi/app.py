@@ -37,6 +37,7 @@ from localgate.adminapi.sessions_postgres import (
     PostgresSessionStore,
 )
 from localgate.adminapi.trail import AdminTrail
+from localgate.adminapi.verifying import VerificationJobs
 from localgate.config import Settings
 from localgate.errors import ServiceUnavailable
 from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
@@ -84,8 +85,10 @@ def create_admin_app(
                 store_thread=store_thread,
                 link=link or GatewayLink(),
                 oidc=OidcLogin.from_settings(settings.admin.oidc, clock, pending),
+                verifications=VerificationJobs(clock),
             )
             yield {"services": services}
+            await services.verifications.wait()
 
     document = admin_openapi()
 
