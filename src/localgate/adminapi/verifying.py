@@ -62,7 +62,7 @@ class VerificationJobs:
         running = self._jobs.get(tenant)
         if running is not None and running.running:
             return running, False
-        job = VerificationJob(tenant, by, self._now())
+        job = VerificationJob(tenant, by, self.now())
         self._jobs[tenant] = job
         task = asyncio.create_task(self._run(job, run), name=f"verify {tenant or '*'}")
         self._tasks.add(task)
@@ -77,12 +77,13 @@ class VerificationJobs:
             logger.warning("admin API: the verification of %s failed: %s", job.tenant or "*", exc)
             job.error = getattr(exc, "message", None) or type(exc).__name__
         finally:
-            job.finished_at = self._now()
+            job.finished_at = self.now()
 
     async def wait(self) -> None:
         """Until every running job has finished (for tests and an orderly shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
+        """The time by this listener's clock, as jobs are stamped."""
         return datetime.fromtimestamp(self._clock(), UTC).replace(microsecond=0)
