@@ -140,3 +140,36 @@ def test_the_auditor_downloads_the_report_and_it_is_on_record(admin_api: AdminAp
         h["target"] for h in recorded
     ]
     assert all(json.dumps(h).find("Hello") < 0 for h in recorded)
+
+
+def test_a_record_no_checkpoint_covers_yet_can_be_signed_from_its_page(
+    admin_api: AdminApi,
+) -> None:
+    gateway = admin_api.gateway
+    with gateway.client(headers={"x-goog-api-key": gateway.key}) as data_plane:
+        answer = data_plane.post(
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            json={"contents": [{"parts": [{"text": "a fresh request"}]}]},
+        )
+    request_id = answer.headers["x-request-id"]
+    gateway.audit_headers(request_id)
+    client, csrf = console(admin_api, Role.AUDITOR)
+    with closing(client):
+        before = client.get(f"/admin/audit/requests/{request_id}").text
+        signed = client.post(
+            "/admin/audit/checkpoints", data={"csrf": csrf, "request_id": request_id}
+        )
+        after = client.get(signed.headers["location"]).text
+    viewer, token = console(admin_api, Role.VIEWER)
+    with closing(viewer):
+        refused = viewer.post("/admin/audit/checkpoints", data={"csrf": token})
+
+    # Unless the gateway's own checkpointer signed in between (every 60 s), no proof yet.
+    if "data-proof-url" not in before:
+        assert 'id="sign-request"' in before
+        assert "No signed checkpoint covers this record yet" in before
+    assert signed.status_code == 303
+    assert signed.headers["location"] == f"/admin/audit/requests/{request_id}"
+    assert f'data-proof-url="/admin/audit/requests/{request_id}/proof.json?kind=request"' in after
+    assert 'id="sign-request"' not in after
+    assert refused.status_code == 403

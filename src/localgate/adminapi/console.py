@@ -158,6 +158,11 @@ TEXT: dict[str, dict[str, str]] = {
         ),
         "check_again": "Check with this key",
         "check_file": "Check a bundle file",
+        "not_signed_yet": (
+            "No signed checkpoint covers this record yet (the gateway signs one every "
+            "audit.checkpoint_interval_s); its proof can be made once one does."
+        ),
+        "sign_now": "Sign checkpoints now",
         "audit_report": "Auditor's report",
         "report_help": (
             "The report of one tenant and period, as localgate audit report writes it "
@@ -317,6 +322,11 @@ TEXT: dict[str, dict[str, str]] = {
         ),
         "check_again": "用此公钥验证",
         "check_file": "验证证明包文件",
+        "not_signed_yet": (
+            "尚无已签名的检查点覆盖此记录（网关每隔 audit.checkpoint_interval_s 签名一次）；"
+            "有检查点覆盖后即可生成证明。"
+        ),
+        "sign_now": "立即签名检查点",
         "audit_report": "审计报告",
         "report_help": (
             "某一租户在某一期间的报告，与 localgate audit report 生成的相同（验证结果、请求、脱敏、"
@@ -729,6 +739,7 @@ async def record_page(page: Page) -> Response:
         records=records,
         decrypted=None,
         _json=_json,
+        signed=await _signed_sizes(page, records),
         **await _proof_context(page),
     )
 
@@ -749,6 +760,7 @@ async def decrypt(page: Page) -> Response:
         records=records,
         decrypted=decrypted.records,
         _json=_json,
+        signed=await _signed_sizes(page, records),
         **await _proof_context(page),
     )
 
@@ -763,6 +775,12 @@ async def _proof_context(page: Page) -> dict[str, Any]:
             verifier = None  # no signing key here: the page asks for the key the user holds
     texts = {name[3:]: text for name, text in TEXT[page.lang].items() if name.startswith("js_")}
     return {"verifier": verifier, "proof_texts": texts}
+
+
+async def _signed_sizes(page: Page, records: list[Any]) -> dict[str, int]:
+    """How many records of each log a checkpoint covers: which records have a proof yet."""
+    search = page.services.search
+    return await page.services.in_thread(search.signed_sizes, [r.tenant for r in records])
 
 
 async def trail_page(page: Page) -> Response:

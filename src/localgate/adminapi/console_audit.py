@@ -12,6 +12,7 @@ import json
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from starlette.responses import Response
 from starlette.routing import Route
@@ -78,6 +79,18 @@ async def proof_bundle(page: Page) -> Response:
         },
         media_type="application/json",
     )
+
+
+async def sign_checkpoints(page: Page) -> Response:
+    """Sign the logs' heads now (as ``localgate audit checkpoint``), then back to the record
+    whose proof waited for it."""
+    await page.login()
+    form = await page.form()
+    await page.call("signCheckpoints")
+    request_id = form.get("request_id", "")
+    if not request_id:
+        return _see_other(f"{CONSOLE}/audit")
+    return _see_other(f"{CONSOLE}/audit/requests/{quote(request_id, safe='')}")
 
 
 # -- background verification -----------------------------------------------------------
@@ -172,6 +185,7 @@ def audit_console_routes() -> list[Route]:
             _page(_json_errors(proof_bundle)),
             methods=["GET"],
         ),
+        Route(f"{CONSOLE}/audit/checkpoints", _page(sign_checkpoints), methods=["POST"]),
         Route(f"{CONSOLE}/audit/verify", _page(start_verification), methods=["POST"]),
         Route(f"{CONSOLE}/audit/report", _page(report_page), methods=["GET"]),
         Route(f"{CONSOLE}/audit/report", _page(report_download), methods=["POST"]),
