@@ -14,12 +14,18 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from localgate.admin.audit import AuditAdmin
+from localgate.admin.audit import AuditAdmin, check_proof
 from localgate.admin.operators import Role
 from localgate.audit.checkpoint import CheckpointSigner
+from localgate.audit.crypto import CipherSuite
+from localgate.audit.records import PendingRecord
+from localgate.audit.store import AuditStore
+from localgate.audit.trail import database, master_key, signer
+from localgate.config import load_settings
 from tests.adminapi.conftest import PASSWORD, AdminApi
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
@@ -192,6 +198,53 @@ def test_auditor_checks_a_proof_in_the_browser(
         in browser.find_element(By.ID, "proof-request").text
     )
     _shot(browser, "audit-proof-failed")
+
+
+def _sm_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str]:
+    """A proof bundle of a log of the ``sm`` suite (SM3 tree) and that log's verifier key."""
+    monkeypatch.delenv("LOCALGATE_AUDIT_MASTER_KEY", raising=False)
+    config = tmp_path / "sm.yaml"
+    config.write_text(f"data_dir: {tmp_path / 'sm-data'}\naudit:\n  suite: sm\n")
+    settings = load_settings(config, {})[0]
+    signer(settings, create=True)
+    store = AuditStore(database(settings), master_key(settings, create=True), CipherSuite("sm"))
+    store.start()
+    for number in range(3):
+        store.submit(
+            PendingRecord("acme", "request", f"sm-{number}", {}, payload=b'{"n": 1}')
+        ).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+    store.close()
+    audit = AuditAdmin(settings)
+    audit.checkpoint()
+    bundle, key = audit.prove("sm-1").as_json(), audit.verifier_key()
+    assert bundle["suite"] == "sm"
+    assert check_proof(json.dumps(bundle), key).valid
+    return bundle, key
+
+
+def test_a_bundle_of_an_sm3_log_checks_in_the_browser(
+    admin_api: AdminApi, browser: WebDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, key = _sm_bundle(tmp_path, monkeypatch)
+    changed = {**bundle, "proof": [bundle["proof"][-1], *bundle["proof"][:-1]]}
+    _log_in(browser, admin_api, Role.AUDITOR)
+    browser.get(f"{admin_api.base_url}/admin/audit/requests/{admin_api.request_ids['globex']}")
+    # GB/T 32905-2016, appendix A.1: SM3("abc").
+    assert browser.execute_script('return hex(sm3(utf8.encode("abc")))') == (
+        "66c7f0f462eeedd9d1f2d46bdc10e4e24167c4875cf2f7a2297da02b8f4ba8e0"
+    )
+    field = browser.find_element(By.ID, "verifier-key")
+    field.clear()
+    field.send_keys(key)
+    picker = browser.find_element(By.ID, "bundle-file")
+    for name, content, expected in (("sm", bundle, "verified"), ("sm-bad", changed, "failed")):
+        saved = tmp_path / f"{name}.json"
+        saved.write_text(json.dumps(content))
+        browser.execute_script("document.getElementById('bundle-file-status').dataset.result = ''")
+        picker.send_keys(str(saved))
+        assert _proof_result(browser, "bundle-file-status") == expected, name
+    status = browser.find_element(By.ID, "bundle-file-status")
+    assert status.get_attribute("data-step") == "inclusion"
 
 
 def test_overview_shows_the_background_verification(

@@ -47,7 +47,8 @@ def test_one_job_per_scope_runs_at_a_time_and_shows_its_progress() -> None:
         assert other_started
         assert other is not first
         assert jobs.current(None) is first
-        assert first.running
+        running_then = first.running
+        assert running_then
         assert (first.progress.checked, first.progress.total) == (4, 10)
         release.set()
         await jobs.wait()

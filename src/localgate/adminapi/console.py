@@ -207,10 +207,6 @@ TEXT: dict[str, dict[str, str]] = {
         "js_leaf_mismatch": "the leaf hash is not the hash of the record's header",
         "js_not_included": "the proof does not lead from this record to the signed root",
         "js_ciphertext": "a ciphertext is not the one the record's header fixed",
-        "js_sm3": (
-            "this log uses SM3, which browsers do not offer: check the bundle with "
-            "localgate audit check-proof"
-        ),
         "js_no_ed25519": "this browser cannot verify Ed25519 signatures",
         "payload": "Payload",
         "original_prompt": "Original prompt",
@@ -368,7 +364,6 @@ TEXT: dict[str, dict[str, str]] = {
         "js_leaf_mismatch": "叶子哈希与记录头部的哈希不符",
         "js_not_included": "该证明无法从此记录推导出已签名的根哈希",
         "js_ciphertext": "密文与记录头部所固定的密文不一致",
-        "js_sm3": "此日志使用 SM3，浏览器不支持：请用 localgate audit check-proof 验证证明包",
         "js_no_ed25519": "此浏览器无法验证 Ed25519 签名",
         "payload": "内容",
         "original_prompt": "原始提示词",
