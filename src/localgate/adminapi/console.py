@@ -631,7 +631,7 @@ async def overview(page: Page) -> Response:
         # last result with its time, or how far the running one has come.
         job = await page.call("verificationJob", query={})
         finished = job.finished_at.timestamp() if job.finished_at else None
-        now = page.request.state.services.verifications.now().timestamp()
+        now = page.services.verifications.now().timestamp()
         if job.state == "none" or (finished is not None and now - finished > VERIFICATION_STALE_S):
             job = await page.call("startVerification", body={})
     health = job.result if job is not None else None
