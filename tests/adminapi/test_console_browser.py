@@ -255,7 +255,9 @@ def test_overview_shows_the_background_verification(
     # Running: the script follows its progress and loads the page again once it is done.
     _wait(browser).until(ec.presence_of_element_located((By.ID, "verified-at")))
     assert browser.find_element(By.ID, "audit-health").text == "verified"
-    browser.find_element(By.ID, "verify-now").click()
+    button = browser.find_element(By.ID, "verify-now")
+    button.click()
+    _wait(browser).until(ec.staleness_of(button))  # the answer to the POST, a new page
     _wait(browser).until(ec.presence_of_element_located((By.ID, "verified-at")))
     assert browser.find_element(By.ID, "audit-health").text == "verified"
 
