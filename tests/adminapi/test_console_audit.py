@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ from click.testing import CliRunner
 
 from localgate.admin.audit import AuditAdmin
 from localgate.admin.operators import Role
+from localgate.adminapi.console import TEXT, _environment
+from localgate.adminapi.models import VerifyJobOut
+from localgate.adminapi.permissions import Permission
 from localgate.adminapi.trail import ADMIN_LOG
 from localgate.cli import main
 from tests.adminapi.conftest import AdminApi
@@ -173,3 +177,45 @@ def test_a_record_no_checkpoint_covers_yet_can_be_signed_from_its_page(
     assert f'data-proof-url="/admin/audit/requests/{request_id}/proof.json?kind=request"' in after
     assert 'id="sign-request"' not in after
     assert refused.status_code == 403
+
+
+def test_a_running_verification_shows_its_progress_without_script() -> None:
+    job = VerifyJobOut(
+        state="running",
+        tenant=None,
+        started_by="user:alice",
+        started_at=datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
+        finished_at=None,
+        checked=1234,
+        total=5000,
+        result=None,
+        error=None,
+    )
+    pages = {
+        lang: _environment.get_template("overview.html.j2").render(
+            t=TEXT[lang],
+            lang=lang,
+            operator=None,
+            csrf="token",
+            may=lambda permission: True,
+            P=Permission,
+            path="/admin/",
+            usage=[],
+            job=job,
+            health=None,
+        )
+        for lang in TEXT
+    }
+
+    english = pages["en"]
+    assert 'data-state="running"' in english
+    assert (
+        '<progress id="verify-progress" aria-labelledby="verify-count" max="5000" value="1234">'
+        in english
+    )
+    assert "1234 of 5000 records checked" in english
+    assert 'role="status"' in english
+    assert 'href="/admin/" id="verify-refresh"' in english  # reloading shows how far it is
+    assert 'id="verify-now"' not in english  # one at a time
+    assert "已检查 1234 / 5000 条记录" in pages["zh"]
+    assert "正在验证" in pages["zh"]
