@@ -197,7 +197,17 @@ def test_auditor_checks_a_proof_in_the_browser(
         "the checkpoint is not signed by this key"
         in browser.find_element(By.ID, "proof-request").text
     )
+    browser.execute_script("arguments[0].scrollIntoView()", failed)  # for the picture only
     _shot(browser, "audit-proof-failed")
+    # No key at all: nothing is claimed either way.
+    field.clear()
+    browser.find_element(By.ID, "check-proofs").click()
+    _wait(browser).until(
+        lambda b: (
+            b.find_element(By.ID, "proof-request").get_attribute("data-result") == "unavailable"
+        )
+    )
+    assert "paste the verifier key you hold" in browser.find_element(By.ID, "proof-request").text
 
 
 def _sm_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str]:

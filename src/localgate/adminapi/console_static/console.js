@@ -346,6 +346,7 @@ function proofChecks(verifier) {
   };
 
   const check = async (bundle) => {
+    if (!keyField.value.trim()) return { unavailable: texts.no_key };
     try {
       return { verified: await checkBundle(bundle, keyField.value) };
     } catch (error) {
