@@ -20,7 +20,7 @@ from localgate.admin.audit import BUNDLE_FORMAT, AuditAdmin, SignedHead, check_p
 from localgate.audit.checkpoint import CheckpointVerifier
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.records import PendingRecord
-from localgate.audit.store import AuditStore
+from localgate.audit.store import AuditReader, AuditStore
 from localgate.audit.trail import database, master_key, signer
 from localgate.config import Settings, load_settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -236,6 +236,24 @@ def test_a_bundle_changed_anywhere_is_invalid(
     assert check_proof(json.dumps(bundle), key).valid
     assert not checked.valid
     assert problem in (checked.problem or "")
+
+
+def test_a_checkpoint_row_that_is_no_checkpoint_is_passed_over(trail: Trail) -> None:
+    trail.append("acme", 2)
+    reader = AuditReader(database(trail.settings)())
+    try:
+        assert reader.add_checkpoint("acme", 1, "written by hand\n")
+    finally:
+        reader.close()
+    admin = AuditAdmin(trail.settings)
+    with pytest.raises(FailedPrecondition, match="can be read"):
+        admin.prove("acme-0")
+    admin.checkpoint()
+
+    bundle = admin.prove("acme-0").as_json()
+
+    assert bundle["tree_size"] == 4
+    assert check_proof(json.dumps(bundle), admin.verifier_key()).valid
 
 
 def test_a_proof_file_from_before_bundles_still_checks(trail: Trail) -> None:

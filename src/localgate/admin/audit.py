@@ -319,14 +319,21 @@ class AuditAdmin:
                 raise FailedPrecondition(
                     "no signed checkpoint covers this record yet; run 'localgate audit checkpoint'"
                 )
-            size, note = signed[0]
-            leaves = reader.leaf_hashes(record.tenant, size)
+            # Unverified here: the bundle's reader checks the signature with the key they
+            # hold. A row that is not even a checkpoint (written by hand) is passed over.
+            heads = ((note, _parsed(note)) for _, note in signed)
+            note, head = next(
+                ((n, h) for n, h in heads if h is not None and h.size > record.seq), ("", None)
+            )
+            if head is None:
+                raise FailedPrecondition(
+                    "no checkpoint covering this record can be read; run 'localgate audit verify'"
+                )
+            leaves = reader.leaf_hashes(record.tenant, head.size)
             hasher = suite.tree_hasher()
             path = inclusion_proof(hasher, record.seq, leaves)
         finally:
             reader.close()
-        # Unverified here: the bundle's reader checks the signature with the key they hold.
-        head = Checkpoint.parse(note_text(note))
         stored = {"payload": record.payload, "prompt": record.original}
         return InclusionProof(
             suite.name,
@@ -611,6 +618,13 @@ def _ciphertexts_differ(
         if suite.digest(base64.b64decode(encoded, validate=True)).hex() != digest:
             return f"the {name} ciphertext is not the one the record's header fixed"
     return None
+
+
+def _parsed(note: str) -> Checkpoint | None:
+    try:
+        return Checkpoint.parse(note_text(note))
+    except CheckpointError:
+        return None
 
 
 def _suite(reader: AuditReader) -> CipherSuite:
