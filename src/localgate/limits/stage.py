@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -75,7 +76,9 @@ class TenantLimiter:
         self._backend_down_until = -math.inf
         self._clock = clock
         self._queue = AdmissionQueue(max_queue, poll_s)
-        self._settling: set[asyncio.Task[None]] = set()
+        # Settlements handed to the backend and not yet written (or failed).
+        self._settling = 0
+        self._settled_all: asyncio.Future[None] | None = None
         # Reservation ids: unique across replicas (the prefix) and cheap (the counter).
         self._id_prefix = f"{uuid.uuid4().hex[:12]}-"
         self._ids = itertools.count()
@@ -259,36 +262,31 @@ class TenantLimiter:
             backend.settle_now(scopes, reservation, tokens, refund)
             self._queue.slot_freed(tenant)
             return
-        task = asyncio.get_running_loop().create_task(
-            self._settle(backend, tenant, scopes, reservation, tokens, refund)
+        # Written after the answer, with other requests' admissions and settlements; no
+        # request waits for it.
+        self._settling += 1
+        backend.settle_soon(
+            scopes, reservation, tokens, refund, functools.partial(self._settled, tenant)
         )
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
 
-    async def _settle(
-        self,
-        backend: LimitBackend,
-        tenant: str,
-        scopes: tuple[ScopeLimits, ...],
-        reservation: str,
-        tokens: int | None,
-        refund: bool,
-    ) -> None:
-        try:
-            await backend.settle(scopes, reservation, tokens, refund)
-        except LimitsUnavailable as exc:
+    def _settled(self, tenant: str, error: Exception | None) -> None:
+        self._settling -= 1
+        if error is not None:
             # The lease runs out instead: the slot comes back, the estimate is refunded.
             self._metrics.limits_backend_errors.inc()
-            logger.warning(
-                "limits settlement %s not written (lease will expire): %s", reservation, exc
-            )
-        finally:
-            self._queue.slot_freed(tenant)
+            logger.warning("limits settlement not written (its lease will expire): %s", error)
+        self._queue.slot_freed(tenant)
+        if not self._settling and self._settled_all is not None:
+            if not self._settled_all.done():
+                self._settled_all.set_result(None)
+            self._settled_all = None
 
     async def close_settlements(self) -> None:
         """Wait for the settlements in flight (written in the background)."""
-        if self._settling:
-            await asyncio.gather(*self._settling, return_exceptions=True)
+        while self._settling:
+            if self._settled_all is None:
+                self._settled_all = asyncio.get_running_loop().create_future()
+            await self._settled_all
 
     async def close(self) -> None:
         """Wait for settlements in flight, then close the backend."""
