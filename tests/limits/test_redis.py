@@ -179,22 +179,16 @@ def test_a_script_redis_does_not_know_is_loaded_and_the_call_repeated(redis_pref
     # forgot (a restart, SCRIPT FLUSH, which would disturb other tests). Alone and in a
     # batch, the operations are answered once it is loaded.
     source = _APPLY + f"\n-- {secrets.token_hex(8)}\n"
-    scope = f"{redis_prefix}tenant:acme"
+    scope = ScopeLimits("tenant:acme", requests_per_minute=10)
 
-    async def main() -> tuple[str, list[str]]:
-        client = aioredis.Redis.from_url(REDIS_URL)
-        try:
-            alone = await _Batches(client, source).call(f"s\x1fnone\x1f0\x1f0\x1f{scope}")
-            source2 = source + "-- again\n"
-            batches = _Batches(client, source2)
-            together = await asyncio.gather(
-                *(batches.call(f"s\x1fr{n}\x1f0\x1f0\x1f{scope}") for n in range(3))
-            )
-            return alone, list(together)
-        finally:
-            await client.aclose()
+    async def scenario(backend: RedisBackend) -> list[int]:
+        backend._batches = _Batches(backend._client, source)
+        alone = [await backend.admit((scope,), 0, "a")]
+        backend._batches = _Batches(backend._client, source + "-- again\n")
+        together = await asyncio.gather(*(backend.admit((scope,), 0, f"r{n}") for n in range(3)))
+        return [answer.requests.remaining for answer in [*alone, *together] if answer.requests]
 
-    assert asyncio.run(main()) == ("1", ["1", "1", "1"])
+    assert run(redis_prefix, scenario) == [9, 8, 7, 6]
 
 
 def test_an_unreachable_redis_fails_every_call_of_a_batch() -> None:

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -92,25 +93,23 @@ local function purge(state, c, now)
 end
 """
 
-# One request's admission. P: "a", reservation, tokens, lease ms, the request's class
-# (0-2), how long it will wait for a slot (ms, 0: it will not), then per scope its key and
-# its four limits in LIMIT_ORDER (0: none). ``<scope>:waiting`` holds the requests waiting
-# for a slot of the scope on any replica ("class:reservation", scored by when the wait
-# ends): a slot is not given while a higher class waits. Returns "refused limit (0:
-# admitted), refused scope index, retry ms, never fits, requests limit, remaining, reset
-# ms, tokens limit, remaining, reset ms" (-1: no such limit), space-separated.
+# One request's admission: its reservation, tokens, lease ms, class (0-2), how long it
+# will wait for a slot (ms, 0: it will not), and per scope its key and its four limits in
+# LIMIT_ORDER (0: none). ``<scope>:waiting`` holds the requests waiting for a slot of the
+# scope on any replica ("class:reservation", scored by when the wait ends): a slot is not
+# given while a higher class waits. Answers: refused limit (0: admitted), refused scope
+# index, retry ms, never fits, requests limit, remaining, reset ms, tokens limit,
+# remaining, reset ms (-1: no such limit).
 _ADMIT_ONE = """
 local lengths = {60000, 60000, 86400000}
-local function admit(P, now)
-  local rid, tokens, lease = P[2], tonumber(P[3]), tonumber(P[4])
-  local rank, hold = tonumber(P[5]), tonumber(P[6])
+local function admit(rid, tokens, lease, rank, hold, scopes, now)
   local asks = {1, tokens, tokens}
-  local n = (#P - 6) / 5
+  local n = #scopes
   local all = {}
   local q = {-1, -1, -1, -1, -1, -1}
   for i = 1, n do
-    local at = 7 + 5*(i-1)
-    local state = P[at]
+    local scope = scopes[i]
+    local state = scope[1]
     local c = counts(redis.call('HGET', state, 'w'))
     if c[8] > 0 and now >= c[8] then purge(state, c, now) end
     local ws = {}
@@ -118,13 +117,13 @@ local function admit(P, now)
       local s, u = c[2*w-1], c[2*w]
       if s == 0 or now >= s + lengths[w] then s, u = now, 0 end
       ws[w] = {s, u}
-      local limit = tonumber(P[at + w])
+      local limit = scope[1 + w]
       if limit > 0 then
         local reset = s + lengths[w] - now
         if u + asks[w] > limit then
           local never = 0
           if asks[w] > limit then never = 1 end
-          return string.format('%d %d %d %d -1 -1 -1 -1 -1 -1', w, i, reset, never)
+          return struct.pack(ANSWER, w, i, reset, never, -1, -1, -1, -1, -1, -1)
         end
         local k = 1
         if w > 1 then k = 4 end
@@ -133,7 +132,7 @@ local function admit(P, now)
       end
     end
     all[i] = {c, ws}
-    local slots = tonumber(P[at + 4])
+    local slots = scope[5]
     if slots > 0 then
       local waiting = state .. ':waiting'
       local outranked = false
@@ -156,13 +155,13 @@ local function admit(P, now)
             redis.call('HSET', state, 'w', packed(c))
           end
         end
-        return string.format('4 %d 1000 0 -1 -1 -1 -1 -1 -1', i)
+        return struct.pack(ANSWER, 4, i, 1000, 0, -1, -1, -1, -1, -1, -1)
       end
     end
   end
   local expiry = now + lease
   for i = 1, n do
-    local state = P[7 + 5*(i-1)]
+    local state = scopes[i][1]
     local c, ws = all[i][1], all[i][2]
     -- Only a request that may wait was registered as waiting (by an earlier try).
     if hold > 0 then redis.call('ZREM', state .. ':waiting', rank .. ':' .. rid) end
@@ -176,18 +175,17 @@ local function admit(P, now)
     -- opened within it), and while a reservation is renewed: set when that window opens.
     if opened then redis.call('PEXPIRE', state, 86400000 + 60000) end
   end
-  return string.format('0 0 0 0 %d %d %d %d %d %d', q[1], q[2], q[3], q[4], q[5], q[6])
+  return struct.pack(ANSWER, 0, 0, 0, 0, q[1], q[2], q[3], q[4], q[5], q[6])
 end
 """
 
-# One request's settlement. P: "s", reservation, tokens used (-1: keep the reservation as
-# spent), refund the request (1/0), then the key of each scope. A reservation already
-# settled, or lapsed and purged, is left alone. Returns "1".
+# One request's settlement: its reservation, tokens used (-1: keep the reservation as
+# spent), whether to refund the request (1/0), and the key of each scope. A reservation
+# already settled, or lapsed and purged, is left alone.
 _SETTLE_ONE = """
-local function settle(P, now)
-  local rid, used, refund = P[2], tonumber(P[3]), tonumber(P[4])
-  for i = 5, #P do
-    local state = P[i]
+local function settle(rid, used, refund, keys)
+  for i = 1, #keys do
+    local state = keys[i]
     local v = redis.call('HMGET', state, 'r:' .. rid, 'w')
     if v[1] and v[2] then
       local c = counts(v[2])
@@ -199,29 +197,48 @@ local function settle(P, now)
       redis.call('HDEL', state, 'r:' .. rid)
     end
   end
-  return '1'
 end
 """
 
 # Admissions and settlements of several requests in one call, in order, atomically:
-# ARGV[1] holds the operations separated by 0x1e, each one's fields by 0x1f. The keys are
-# made from the scope names in the script (the scopes of one request, and of a batch,
-# are not on one hash slot anyway: the backend needs one Redis, not a cluster). Returns
-# the operations' answers joined by ";".
+# ARGV[1] holds the operations one after the other, packed (``struct``, little-endian; see
+# ``_admission`` and ``_settlement``). The keys are made from the scope names in the script
+# (the scopes of one request, and of a batch, are not on one hash slot anyway: the backend
+# needs one Redis, not a cluster). Returns the admissions' answers (``ANSWER``: ten
+# doubles each) one after the other; a settlement answers nothing.
 _APPLY = (
-    _COMMON
+    "local ANSWER = '<dddddddddd'\n"
+    + _COMMON
     + _ADMIT_ONE
     + _SETTLE_ONE
     + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local out = {}
-for op in string.gmatch(ARGV[1], '[^\\30]+') do
-  local P = {}
-  for f in string.gmatch(op, '[^\\31]+') do P[#P + 1] = f end
-  if P[1] == 'a' then out[#out + 1] = admit(P, now) else out[#out + 1] = settle(P, now) end
+local batch = ARGV[1]
+local pos, size, out = 1, #batch, {}
+while pos <= size do
+  local kind = string.sub(batch, pos, pos)
+  if kind == 'a' then
+    local rid, tokens, lease, rank, hold, n
+    rid, tokens, lease, rank, hold, n, pos = struct.unpack('<Bc0ddBdB', batch, pos + 1)
+    local scopes = {}
+    for i = 1, n do
+      local key, l1, l2, l3, l4
+      key, l1, l2, l3, l4, pos = struct.unpack('<Hc0dddd', batch, pos)
+      scopes[i] = {key, l1, l2, l3, l4}
+    end
+    out[#out + 1] = admit(rid, tokens, lease, rank, hold, scopes, now)
+  elseif kind == 's' then
+    local rid, used, refund, n
+    rid, used, refund, n, pos = struct.unpack('<Bc0dBB', batch, pos + 1)
+    local keys = {}
+    for i = 1, n do keys[i], pos = struct.unpack('<Hc0', batch, pos) end
+    settle(rid, used, refund, keys)
+  else
+    return redis.error_reply('limits: an operation of unknown kind')
+  end
 end
-return table.concat(out, ';')
+return table.concat(out)
 """
 )
 
@@ -249,9 +266,13 @@ return 1
 
 
 _MAX_BATCH = 128  # operations per script call: Redis runs nothing else meanwhile
-_FIELD = "\x1f"  # between an operation's fields
-_RECORD = "\x1e"  # between the operations of a batch
 _SCOPES_CACHE_SIZE = 10_000
+# The packed parts of the operations (``_APPLY``), and an admission's answer.
+_ADMISSION = struct.Struct("<ddBdB")  # tokens, lease ms, class, hold ms, number of scopes
+_SCOPE_LIMITS = struct.Struct("<dddd")
+_SETTLEMENT = struct.Struct("<dBB")  # tokens used, refund, number of scopes
+_ANSWER = struct.Struct("<10d")
+_ADMIT, _SETTLE = b"a"[0], b"s"[0]
 
 # Told when an operation sent without waiting has been applied (None) or has failed.
 Done = Callable[[Exception | None], None]
@@ -264,26 +285,28 @@ class _Batches:
     trip. Under load, the operations that arrive while a call is out are sent as one call
     of the same script, as one argument (one command to encode, one answer to read, one
     wakeup): at 64 requests in flight the Redis client's work per command was most of the
-    backend's CPU per request. Each operation still gets its own answer; they are applied
-    in order, atomically together. An operation is either awaited (``call``) or sent with a
-    callback (``send``: a settlement, which no request waits for). A script Redis has
-    forgotten (restart, SCRIPT FLUSH) is loaded again and the call repeated once.
+    backend's CPU per request. Each admission still gets its own answer; the operations
+    are applied in order, atomically together. An operation is either awaited (``call``)
+    or sent with a callback (``send``: a settlement, which no request waits for). A
+    script Redis has forgotten (restart, SCRIPT FLUSH) is loaded again and the call
+    repeated once.
     """
 
     def __init__(self, client: Any, source: str) -> None:
         self._client = client
         self._source = source
         self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-        self._waiting: list[tuple[str, asyncio.Future[str] | Done]] = []
+        self._waiting: list[tuple[bytes, asyncio.Future[bytes] | Done]] = []
         self._sender: asyncio.Task[None] | None = None
 
-    async def call(self, operation: str) -> str:
-        """The answer of ``operation`` (its fields joined by 0x1f; see ``_APPLY``)."""
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    async def call(self, operation: bytes) -> bytes:
+        """The answer of ``operation`` (packed; see ``_APPLY``): an admission's ten
+        doubles, nothing for a settlement."""
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._add(operation, future)
         return await future
 
-    def send(self, operation: str, done: Done) -> None:
+    def send(self, operation: bytes, done: Done) -> None:
         """Send ``operation`` with the next call; ``done`` is told when it is applied."""
         self._add(operation, done)
 
@@ -292,7 +315,7 @@ class _Batches:
         while self._sender is not None:
             await asyncio.wait([self._sender])
 
-    def _add(self, operation: str, sink: asyncio.Future[str] | Done) -> None:
+    def _add(self, operation: bytes, sink: asyncio.Future[bytes] | Done) -> None:
         self._waiting.append((operation, sink))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send())
@@ -319,21 +342,31 @@ class _Batches:
         finally:
             self._sender = None
 
-    async def _execute(self, operations: list[str]) -> list[str]:
-        batch = _RECORD.join(operations)
+    async def _execute(self, operations: list[bytes]) -> list[bytes]:
+        batch = b"".join(operations)
         try:
             raw = await self._client.evalsha(self._sha, 0, batch)
         except NoScriptError:
             await self._client.script_load(self._source)
             raw = await self._client.evalsha(self._sha, 0, batch)
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
-        answers = text.split(";")
-        if len(answers) != len(operations):
-            raise RedisError(f"the limits script answered {len(answers)} of {len(operations)}")
+        raw = bytes(raw) if isinstance(raw, bytes | bytearray) else str(raw).encode()
+        size = _ANSWER.size
+        admissions = sum(operation[0] == _ADMIT for operation in operations)
+        if len(raw) != admissions * size:
+            raise RedisError(
+                f"the limits script answered {len(raw)} bytes for {admissions} admissions"
+            )
+        answers, at = [], 0
+        for operation in operations:
+            if operation[0] == _ADMIT:
+                answers.append(raw[at : at + size])
+                at += size
+            else:
+                answers.append(b"")
         return answers
 
 
-def _fail(sink: asyncio.Future[str] | Done, exc: BaseException) -> None:
+def _fail(sink: asyncio.Future[bytes] | Done, exc: BaseException) -> None:
     """Give one operation of a failed batch its error: a copy each (one raised object must
     not be re-raised from many places, its traceback growing each time)."""
     error = _copy(exc)
@@ -395,7 +428,7 @@ class RedisBackend:
         self._renewer: asyncio.Task[None] | None = None
         # The scopes' part of the operations, by scopes (kept, so their id is not reused):
         # the limiter passes the same tuple for every request of a (policy, key).
-        self._encoded: dict[int, tuple[tuple[ScopeLimits, ...], str, str]] = {}
+        self._encoded: dict[int, tuple[tuple[ScopeLimits, ...], bytes, bytes]] = {}
 
     async def admit(
         self,
@@ -406,14 +439,20 @@ class RedisBackend:
     ) -> Admission:
         """One script: check every limit of every scope, then count all or nothing."""
         rank, hold_ms = (waiting.rank, waiting.hold_ms) if waiting else (1, 0)
-        limits, _ = self._encode(scopes, reservation)
-        f = _FIELD
-        operation = f"a{f}{reservation}{f}{tokens}{f}{self._lease_ms}{f}{rank}{f}{hold_ms}{limits}"
+        limits, _ = self._encode(scopes)
+        operation = b"".join(
+            (
+                b"a",
+                _reservation(reservation),
+                _ADMISSION.pack(tokens, self._lease_ms, rank, hold_ms, len(scopes)),
+                limits,
+            )
+        )
         try:
             answer = await self._batches.call(operation)
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        refused, index, retry_ms, never, *quotas = (int(value) for value in answer.split())
+        refused, index, retry_ms, never, *quotas = map(int, _ANSWER.unpack(answer))
         if refused:
             return Admission(
                 refused=LIMIT_ORDER[refused - 1],
@@ -449,7 +488,11 @@ class RedisBackend:
         done: Done,
     ) -> None:
         """``settle`` sent with the next script call, without waiting for it."""
-        operation = self._settlement(scopes, reservation, tokens, refund_request)
+        try:
+            operation = self._settlement(scopes, reservation, tokens, refund_request)
+        except LimitsUnavailable as exc:
+            done(exc)
+            return
 
         def written(error: Exception | None) -> None:
             if isinstance(error, RedisError | OSError):
@@ -468,32 +511,41 @@ class RedisBackend:
         reservation: str,
         tokens: int | None,
         refund_request: bool,
-    ) -> str:
+    ) -> bytes:
         self._held.pop(reservation, None)
-        _, keys = self._encode(scopes, reservation)
+        _, keys = self._encode(scopes)
         used = -1 if tokens is None else tokens
-        return f"s{_FIELD}{reservation}{_FIELD}{used}{_FIELD}{int(refund_request)}{keys}"
+        return b"".join(
+            (
+                b"s",
+                _reservation(reservation),
+                _SETTLEMENT.pack(used, refund_request, len(scopes)),
+                keys,
+            )
+        )
 
-    def _encode(self, scopes: tuple[ScopeLimits, ...], reservation: str) -> tuple[str, str]:
-        """The scopes' part of an admission (each scope's key and limits) and of a
-        settlement (the keys), each field after a separator."""
-        if not reservation or _FIELD in reservation or _RECORD in reservation:
-            raise LimitsUnavailable("a reservation id is empty or holds 0x1e or 0x1f")
+    def _encode(self, scopes: tuple[ScopeLimits, ...]) -> tuple[bytes, bytes]:
+        """The scopes' packed part of an admission (each scope's key and limits) and of
+        a settlement (the keys)."""
         cached = self._encoded.get(id(scopes))
         if cached is not None and cached[0] is scopes:
             return cached[1], cached[2]
-        if any(_FIELD in scope.scope or _RECORD in scope.scope for scope in scopes):
-            raise LimitsUnavailable("a scope name holds 0x1e or 0x1f")
-        limits = "".join(
-            f"{_FIELD}{self._prefix}{scope.scope}"
-            + "".join(f"{_FIELD}{value or 0}" for value in scope.values())
-            for scope in scopes
+        if len(scopes) > 255:
+            raise LimitsUnavailable("more than 255 scopes for one request")
+        keys = []
+        for scope in scopes:
+            key = (self._prefix + scope.scope).encode()
+            if len(key) > 0xFFFF:
+                raise LimitsUnavailable(f"the key of scope {scope.scope[:40]}… is too long")
+            keys.append(len(key).to_bytes(2, "little") + key)
+        limits = b"".join(
+            key + _SCOPE_LIMITS.pack(*(value or 0 for value in scope.values()))
+            for key, scope in zip(keys, scopes, strict=True)
         )
-        keys = "".join(f"{_FIELD}{self._prefix}{scope.scope}" for scope in scopes)
         if len(self._encoded) >= _SCOPES_CACHE_SIZE:
             self._encoded.clear()
-        self._encoded[id(scopes)] = (scopes, limits, keys)
-        return limits, keys
+        self._encoded[id(scopes)] = (scopes, limits, b"".join(keys))
+        return limits, b"".join(keys)
 
     async def stop_waiting(
         self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
@@ -536,6 +588,14 @@ class RedisBackend:
                 await self._renewer
         await self._client.aclose()
         await self._pool.aclose()
+
+
+def _reservation(reservation: str) -> bytes:
+    """A reservation id, packed with its length."""
+    packed = reservation.encode()
+    if not 0 < len(packed) < 256:
+        raise LimitsUnavailable("a reservation id must be 1 to 255 bytes long")
+    return bytes((len(packed),)) + packed
 
 
 def _quota(values: list[int]) -> Quota | None:
