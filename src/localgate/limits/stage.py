@@ -359,19 +359,30 @@ def _headers(admission: Admission, scopes: tuple[ScopeLimits, ...]) -> dict[str,
     if refused is not None and refused is not Limit.CONCURRENT_REQUESTS:
         scope = next(s for s in scopes if s.scope == admission.refused_scope)
         value = scope.values()[LIMIT_ORDER.index(refused)] or 0
-        kind = "requests" if refused is Limit.REQUESTS_PER_MINUTE else "tokens"
-        _quota_headers(headers, kind, Quota(value, 0, admission.retry_after_s))
+        names = _REQUESTS_HEADERS if refused is Limit.REQUESTS_PER_MINUTE else _TOKENS_HEADERS
+        _quota_headers(headers, names, Quota(value, 0, admission.retry_after_s))
         return headers
-    for kind, quota in (("requests", admission.requests), ("tokens", admission.tokens)):
-        if quota is not None:
-            _quota_headers(headers, kind, quota)
+    if admission.requests is not None:
+        _quota_headers(headers, _REQUESTS_HEADERS, admission.requests)
+    if admission.tokens is not None:
+        _quota_headers(headers, _TOKENS_HEADERS, admission.tokens)
     return headers
 
 
-def _quota_headers(headers: dict[str, str], kind: str, quota: Quota) -> None:
-    headers[f"x-ratelimit-limit-{kind}"] = str(quota.limit)
-    headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, quota.remaining))
-    headers[f"x-ratelimit-reset-{kind}"] = f"{max(0, math.ceil(quota.reset_s))}s"
+# Every answer of a limited tenant carries them: the names are made once.
+_QUOTA_HEADERS = ("limit", "remaining", "reset")
+_REQUESTS_HEADERS = tuple(
+    f"x-ratelimit-{what}-requests" for what in ("limit", "remaining", "reset")
+)
+_TOKENS_HEADERS = tuple(f"x-ratelimit-{what}-tokens" for what in ("limit", "remaining", "reset"))
+
+
+def _quota_headers(headers: dict[str, str], names: tuple[str, ...], quota: Quota) -> None:
+    limit, remaining, reset = names
+    headers[limit] = str(quota.limit)
+    headers[remaining] = str(quota.remaining) if quota.remaining > 0 else "0"
+    seconds = math.ceil(quota.reset_s)
+    headers[reset] = f"{seconds}s" if seconds > 0 else "0s"
 
 
 def _refusal(admission: Admission, headers: dict[str, str]) -> ResourceExhausted:
