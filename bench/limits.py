@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -108,6 +109,35 @@ _TARGETS = {
 }
 
 
+# Redis's own commands of the measurement, not the gateways'.
+_NOT_COUNTED = frozenset({"cmdstat_info", "cmdstat_hello", "cmdstat_select", "cmdstat_ping"})
+_SCRIPT_CALLS = ("cmdstat_evalsha", "cmdstat_eval")
+
+
+def _redis_counters(url: str) -> Callable[[], dict[str, float]]:
+    """Redis server counters, cumulative: its script calls (one per round trip of the
+    limits backend), every command (those run by scripts included) and its CPU time (µs).
+    Server-wide: the variants without the Redis backend show what else reached it."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def sample() -> dict[str, float]:
+        stats = client.info("commandstats")
+        cpu = client.info("cpu")
+        scripts = sum(int(stats[name]["calls"]) for name in _SCRIPT_CALLS if name in stats)
+        commands = sum(
+            int(value["calls"]) for name, value in stats.items() if name not in _NOT_COUNTED
+        )
+        return {
+            "script_calls": float(scripts),
+            "commands": float(commands - scripts),
+            "redis_cpu_us": (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6,
+        }
+
+    return sample
+
+
 def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str], Summary]:
     variants = [
         Variant("none", _CORE),
@@ -119,7 +149,14 @@ def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str
     ]
     loads = [Load("c1", 1, duration_s), Load("c64", 64, duration_s)]
     with tempfile.TemporaryDirectory(prefix="localgate-bench-limits-") as raw:
-        return compare(variants, loads, rounds=rounds, warmup_s=2, workdir=Path(raw))
+        return compare(
+            variants,
+            loads,
+            rounds=rounds,
+            warmup_s=2,
+            workdir=Path(raw),
+            counters=_redis_counters(redis),
+        )
 
 
 def _report(
@@ -159,6 +196,16 @@ def _report(
             "",
         ),
     ]
+    redis_rows = [
+        ("script calls (round trips) per request", "script_calls", "{:.3f}"),
+        ("commands per request (run by the scripts)", "commands", "{:.1f}"),
+        ("Redis server CPU per request", "redis_cpu_us", "{:.1f} µs"),
+    ]
+    for what, counter, form in redis_rows:
+        if counter in red64.per_request:
+            seen = form.format(red64.per_request[counter])
+            background = form.format(none64.per_request.get(counter, 0.0))
+            rows.append((f"Redis backend at c=64: {what}", f"{seen} (without: {background})", ""))
     table = "\n".join(f"| {what} | {seen} | {target} |" for what, seen, target in rows)
     detail = "\n".join(
         f"| {name} | {load} | {s.rps:.0f} | {s.cpu_us:.0f} | {s.p50_ms:.3f} | {s.p99_ms:.3f} |"
@@ -172,7 +219,10 @@ configuration (no redaction, no audit trail, so the limits' share is visible) me
 side in one run: without limits, with every limit set for the tenant (requests, tokens per
 minute and per day, concurrency; never reached) on the memory backend, and on the Redis
 backend (the Redis server of this machine, over loopback). The gateways share one CPU, wrk
-and the fake upstream the other. Figures are medians over the rounds; compare within a run.
+and the fake upstream the other; Redis is not pinned. Figures are medians over the rounds;
+compare within a run. Redis's counters (INFO commandstats and cpu) are the whole server's:
+"without" is the same counter while the gateway without limits ran, i.e. what else reached
+that Redis meanwhile.
 
 | measure | seen | target |
 |---|---|---|
