@@ -266,15 +266,21 @@ class TenantLimiter:
         # request waits for it.
         self._settling += 1
         backend.settle_soon(
-            scopes, reservation, tokens, refund, functools.partial(self._settled, tenant)
+            scopes,
+            reservation,
+            tokens,
+            refund,
+            functools.partial(self._settled, tenant, reservation),
         )
 
-    def _settled(self, tenant: str, error: Exception | None) -> None:
+    def _settled(self, tenant: str, reservation: str, error: Exception | None) -> None:
         self._settling -= 1
         if error is not None:
             # The lease runs out instead: the slot comes back, the estimate is refunded.
             self._metrics.limits_backend_errors.inc()
-            logger.warning("limits settlement not written (its lease will expire): %s", error)
+            logger.warning(
+                "limits settlement %s not written (lease will expire): %s", reservation, error
+            )
         self._queue.slot_freed(tenant)
         if not self._settling and self._settled_all is not None:
             if not self._settled_all.done():
