@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import tempfile
@@ -160,7 +161,10 @@ def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str
 
 
 def _report(
-    in_process: dict[str, float], results: dict[tuple[str, str], Summary], command: str
+    in_process: dict[str, float],
+    results: dict[tuple[str, str], Summary],
+    command: str,
+    load: tuple[float, float],
 ) -> str:
     none64, mem64, red64 = (results[name, "c64"] for name in ("none", "memory", "redis"))
     none1, red1 = results["none", "c1"], results["redis", "c1"]
@@ -222,7 +226,9 @@ backend (the Redis server of this machine, over loopback). The gateways share on
 and the fake upstream the other; Redis is not pinned. Figures are medians over the rounds;
 compare within a run. Redis's counters (INFO commandstats and cpu) are the whole server's:
 "without" is the same counter while the gateway without limits ran, i.e. what else reached
-that Redis meanwhile.
+that Redis meanwhile. The machine's load average (1 min) was {load[0]:.1f} as the gateways
+started and {load[1]:.1f} at the end, on {os.cpu_count()} CPUs: well above the CPUs, req/s
+ratios are noise; the CPU and Redis figures per request hold up better.
 
 | measure | seen | target |
 |---|---|---|
@@ -269,9 +275,11 @@ def main() -> None:
                 measured["redis_p50_ms"] = quantiles[49] * 1e3
                 measured["redis_p99_ms"] = quantiles[98] * 1e3
     if options.out is not None:
+        started = os.getloadavg()[0]
         results = _end_to_end(options.redis, options.rounds, options.duration)
+        load = (started, os.getloadavg()[0])
         command = "python -m bench.limits --redis URL --out " + str(options.out)
-        options.out.write_text(_report(measured, results, command), encoding="utf-8")
+        options.out.write_text(_report(measured, results, command, load), encoding="utf-8")
         print(f"wrote {options.out}")
 
 
