@@ -349,13 +349,9 @@ class _Batches:
         except NoScriptError:
             await self._client.script_load(self._source)
             raw = await self._client.evalsha(self._sha, 0, batch)
-        raw = bytes(raw) if isinstance(raw, bytes | bytearray) else str(raw).encode()
+        if not isinstance(raw, bytes):
+            raw = bytes(raw) if isinstance(raw, bytearray) else str(raw).encode()
         size = _ANSWER.size
-        admissions = sum(operation[0] == _ADMIT for operation in operations)
-        if len(raw) != admissions * size:
-            raise RedisError(
-                f"the limits script answered {len(raw)} bytes for {admissions} admissions"
-            )
         answers, at = [], 0
         for operation in operations:
             if operation[0] == _ADMIT:
@@ -363,6 +359,8 @@ class _Batches:
                 at += size
             else:
                 answers.append(b"")
+        if at != len(raw):
+            raise RedisError(f"the limits script answered {len(raw)} bytes, not {at}")
         return answers
 
 
