@@ -5,12 +5,13 @@ around digits and ``@``) where its RE2 prefilter matches, and runs only if a con
 word it needs is in the text; the IPv6 and secret recognizers try their pattern only
 where a match can begin; patterns begin with a character, not a look-behind, so that
 re can skip to where one can begin; the name rules run only where their RE2 gate
-matches, and jieba segments only the lines that hold Chinese. Each shortcut is exact
+matches, and jieba segments only the stretches that hold Chinese (long runs of other
+text between them are left out, cut after a space or a newline). Each shortcut is exact
 only while its assumption holds (a prefilter or gate matches wherever its rule finds
 something; no windowed pattern crosses a newline; the start positions include every
-possible start; jieba cuts at every newline); these properties check the findings
-against the same rules run without the shortcuts, on generated texts dense with
-identifiers, names and look-alikes.
+possible start; jieba cuts between words at every space and newline); these properties
+check the findings against the same rules run without the shortcuts, on generated texts
+dense with identifiers, names and look-alikes.
 """
 
 from __future__ import annotations
@@ -189,7 +190,9 @@ NAME_PIECES = st.sampled_from(
      "\u3000", "\t", "Mr.", "Dr ", "Dear ", "customer: ", "John Smith", "Kevin Q. Jones",
      "Patricia King", "1600 Amphitheatre Parkway, Mountain View, CA 94043", " St",
      "The quarterly review showed that most customers like the new dashboard. ",
-     "order 2024051218657353846 ", "SKU-17705608089-128G"]
+     "order 2024051218657353846 ", "SKU-17705608089-128G",
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFU",
+     "Please call back before Friday,\r\nthe parcel is waiting at the depot to collect.\r\n"]
 )  # fmt: skip
 
 
@@ -228,3 +231,35 @@ def test_shortcuts_do_not_skip_real_names(text: str, expected: list[tuple[str, s
     detector = Detector.builtin()
 
     assert [(text[f.start : f.end], f.type) for f in detector.detect(text)] == expected
+
+
+# Chinese, letters and digits (jieba's blocks), the signs it keeps in them, whitespace
+# (CR LF is one word) and characters it makes words of their own.
+SEGMENTED = st.lists(
+    st.sampled_from(
+        [*"张伟北京市朝阳区号路的了客户联系电话欧阳娜先生", *"abcXYZ019", *"+#&._%-", " ", "  ",
+         "\n", "\r\n", "\r", "\t", "\u3000", "，", "。", "(", "é", "ア", "한", "\U00020000"]
+    ),
+    max_size=400,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(SEGMENTED, st.just("Please call back before Friday, " * 3)), max_size=6))
+def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    whole = names._Words(text, [(0, len(text))])
+    stretches = names._cjk_stretches(text)
+    cut = names._Words(text, stretches)
+
+    # Every Chinese character is in a stretch, and the stretches' words are the whole
+    # text's words there.
+    assert all(
+        any(low <= m.start() < high for low, high in stretches) for m in names._CJK.finditer(text)
+    )
+    expected = [
+        (start, word)
+        for start, word in zip(whole.starts, whole.tagged, strict=True)
+        if any(low <= start < high for low, high in stretches)
+    ]
+    assert list(zip(cut.starts, cut.tagged, strict=True)) == expected

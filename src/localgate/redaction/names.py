@@ -158,7 +158,7 @@ class NameRecognizer:
         if _GATE_CJK in gates:
             yield from _chinese(
                 text,
-                _cjk_lines(text),
+                _cjk_stretches(text),
                 cued=_GATE_CUE in gates,
                 titled=_GATE_TITLE in gates,
                 compound=_GATE_COMPOUND in gates,
@@ -205,26 +205,49 @@ def _tagger() -> object:
     return rjieba
 
 
-def _cjk_lines(text: str) -> list[tuple[int, int]]:
-    """The stretches of whole lines (each with its newline) that hold Chinese characters.
+def _cjk_stretches(text: str) -> list[tuple[int, int]]:
+    """The stretches of ``text`` to segment: all its Chinese characters, without the long
+    runs of other text between them, cut after a space or a newline.
 
-    jieba cuts at every newline (a newline is a word of its own), so segmenting these
-    lines alone gives the words it gives for them in the whole text; every Chinese
-    rule needs a Chinese character, and no address runs on through a newline. Lines
-    without one (English prose, logs, JSON) are not segmented at all.
+    jieba segments runs of Chinese characters, letters, digits and a few signs (its
+    "blocks") one by one and makes every other character a word of its own (a CR LF
+    pair one word), so a cut after a space or a newline is a cut between words:
+    segmenting these stretches alone gives the words it gives for them in the whole
+    text. Every Chinese rule needs a Chinese character, and no address runs on through
+    a space or a newline; so the English between Chinese sentences (a mixed prompt) and
+    lines without Chinese (English prose, logs, JSON) are not segmented.
     """
-    lines: list[tuple[int, int]] = []
-    found = _CJK.search(text)
-    while found is not None:
-        at = found.start()
-        start = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at) + 1 or len(text)
-        if lines and lines[-1][1] == start:
-            lines[-1] = (lines[-1][0], end)
-        else:
-            lines.append((start, end))
-        found = _CJK.search(text, end)
-    return lines
+    first = _CJK.search(text)
+    if first is None:
+        return []
+    stretches: list[tuple[int, int]] = []
+    low = _last_cut(text, 0, first.start()) or 0
+    for gap in _CJK_GAP.finditer(text, first.start()):
+        cut, resume = _first_cut(text, gap.start() + 1, gap.end()), _last_cut(text, *gap.span())
+        if cut is not None and resume is not None and cut < resume:
+            stretches.append((low, cut))
+            low = resume
+    if _CJK.search(text, low):
+        stretches.append((low, len(text)))
+    return stretches
+
+
+# A Chinese character and the run of other text after it, if long: skipped if it can be
+# cut. Shorter runs cost less to segment than to look for cuts in.
+_CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
+
+
+def _first_cut(text: str, low: int, high: int) -> int | None:
+    """Just after the first space or newline in ``text[low:high]``, if any."""
+    space, newline = text.find(" ", low, high), text.find("\n", low, high)
+    at = max(space, newline) if space < 0 or newline < 0 else min(space, newline)
+    return None if at < 0 else at + 1
+
+
+def _last_cut(text: str, low: int, high: int) -> int | None:
+    """Just after the last space or newline in ``text[low:high]``, if any."""
+    at = max(text.rfind(" ", low, high), text.rfind("\n", low, high))
+    return None if at < 0 else at + 1
 
 
 class _Words:
