@@ -2,8 +2,8 @@
 
 Detection skips work: a recognizer searches only the windows (the stretches of a line
 around digits and ``@``) where its RE2 prefilter matches, and runs only if a context
-word it needs is in the text; the IPv6 and secret recognizers try their pattern only
-where a match can begin; patterns begin with a character, not a look-behind, so that
+word it needs is in the text; the IPv6, secret and e-mail recognizers try their pattern
+only where a match can begin; patterns begin with a character, not a look-behind, so that
 re can skip to where one can begin; the name rules run only where their RE2 gate
 matches, and jieba segments only the stretches that hold Chinese (long runs of other
 text between them are left out, cut after a space or a newline). Each shortcut is exact
@@ -52,7 +52,9 @@ def unshortcut(text: str) -> list[Finding]:
     found = []
     for recognizer in DETECTOR.recognizers:
         if isinstance(recognizer, PatternRecognizer):
-            recognizer = dataclasses.replace(recognizer, anchored=False, starts=None)
+            recognizer = dataclasses.replace(
+                recognizer, anchored=False, starts=None, window_starts=None
+            )
         found += [f for f in recognizer.find(scan) if f.score >= DETECTOR.min_score]
     return _resolve(found)
 

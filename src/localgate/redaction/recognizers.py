@@ -9,6 +9,7 @@ inside order numbers. Types without a checksum need a context word nearby.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -172,6 +173,9 @@ class PatternRecognizer:
     # For those: where in a text a match can begin (a superset, in order), if that is
     # cheaper to find than running the pattern everywhere; the pattern is tried there.
     starts: Callable[[str], Iterable[int]] | None = None
+    # The same for an anchored pattern: where in ``text[low:high]`` (a window) a match can
+    # begin, in order.
+    window_starts: Callable[[str, int, int], Iterable[int]] | None = None
     # Skip the search unless one of these substrings occurs (cheap, exact).
     needs: tuple[str, ...] = ()
     # Words just before a match that mean it is something else (版本 10.0.0.1).
@@ -198,7 +202,7 @@ class PatternRecognizer:
         if self.needs and not any(needle in folded for needle in self.needs):
             return []
         # Recognizers that share a pattern (the card shapes) share its matches.
-        key = (self.pattern, self.anchored, self.starts)
+        key = (self.pattern, self.anchored, self.starts, self.window_starts)
         matches = scan.shared.get(key)
         if matches is None:
             matches = scan.shared[key] = self._search(folded, scan)
@@ -231,7 +235,16 @@ class PatternRecognizer:
                 windows = tuple(
                     window for window in windows if context.search(scan.surroundings(window))
                 )
-            return [match for low, high in windows for match in pattern.finditer(folded, low, high)]
+            if self.window_starts is None:
+                return [
+                    match for low, high in windows for match in pattern.finditer(folded, low, high)
+                ]
+            starts = self.window_starts
+            return [
+                match
+                for low, high in windows
+                for match in matches_at(pattern, folded, starts(folded, low, high), high)
+            ]
         if self.starts is None:
             return list(pattern.finditer(folded))
         return matches_at(pattern, folded, self.starts(folded))
@@ -266,8 +279,10 @@ def occurrences(text: str, needles: Iterable[str]) -> list[int]:
     return sorted(found)
 
 
-def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> list[re.Match[str]]:
-    """What ``pattern.finditer(text)`` finds, trying the pattern only at ``starts``.
+def matches_at(
+    pattern: re.Pattern[str], text: str, starts: Iterable[int], endpos: int | None = None
+) -> list[re.Match[str]]:
+    """What ``pattern.finditer(text, 0, endpos)`` finds, trying the pattern only at ``starts``.
 
     ``starts`` must hold every position where a match can begin (more does no harm), in
     order. finditer tries every position from where its last match ended, and a match
@@ -276,8 +291,9 @@ def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> li
     """
     matches = []
     position = 0
+    end = len(text) if endpos is None else endpos
     for start in starts:
-        if start >= position and (match := pattern.match(text, start)) is not None:
+        if start >= position and (match := pattern.match(text, start, end)) is not None:
             matches.append(match)
             position = match.end()
     return matches
@@ -285,6 +301,29 @@ def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> li
 
 def _secret_starts(text: str) -> list[int]:
     return occurrences(text, _SECRET_PREFIXES)
+
+
+def _email_starts(text: str, low: int, high: int) -> list[int]:
+    """Where an e-mail address in ``text[low:high]`` can begin.
+
+    An address is a run of local-part characters, an ``@`` and a domain, and the run
+    starts where no such character is before it: at the start of the run that ends at an
+    ``@`` (or at ``low``, where the pattern's look-behind decides). The pattern is tried
+    at the few ``@`` there are instead of at every letter of the prose around them.
+    """
+    starts = []
+    after = low  # no run reaches back past the last "@"
+    at = text.find("@", low, high)
+    while at >= 0:
+        start = after + len(text[after:at].rstrip(_EMAIL_LOCAL))
+        if start < at:
+            starts.append(start)
+        after = at + 1
+        at = text.find("@", after, high)
+    return starts
+
+
+_EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
 
 
 def _ipv6_starts(text: str) -> list[int]:
@@ -598,6 +637,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
             ),
             score=0.95,
             needs=("@",),
+            window_starts=_email_starts,
             prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
         ),
         PatternRecognizer(
