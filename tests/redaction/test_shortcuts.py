@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -265,3 +266,80 @@ def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None
         if any(low <= start < high for low, high in stretches)
     ]
     assert list(zip(cut.starts, cut.tagged, strict=True)) == expected
+
+
+def reference_english_people(text: str) -> list[Finding]:
+    """The English name rule as first written: every candidate through the whole rule,
+    titles and cues checked by stripping and comparing word by word."""
+
+    def ends_in_word(text: str, words: Iterable[str]) -> bool:
+        for word in words:
+            if text.endswith(word):
+                previous = text[-len(word) - 1 : -len(word)]
+                if not (previous.isalnum() or previous == "_"):
+                    return True
+        return False
+
+    def after_title(before: str) -> bool:
+        title = before.rstrip()
+        return len(title) < len(before) and ends_in_word(
+            title.removesuffix("."), names._TITLE_WORDS
+        )
+
+    def after_cue(before: str) -> bool:
+        cue = before.rstrip(names._WHITESPACE_CHARS + ":,-")
+        return len(cue) < len(before) and ends_in_word(cue, names._EN_CUES)
+
+    found = []
+    for match in names._EN_CANDIDATE.finditer(text):
+        words = [word for word in match.group().split(" ") if not word.endswith(".")]
+        offset = 0
+        while words and (words[0].lower() in names._EN_CUES or words[0] in names._TITLES):
+            offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
+            words = words[1:]
+        while words and words[-1] in names._EN_NOT_SURNAMES:
+            words.pop()
+        if not words or words[0] in names._EN_NOT_SURNAMES or words[0] in names._TITLES:
+            continue
+        start = match.start() + offset
+        before = text[max(0, start - 16) : start]
+        first_named = words[0] in names._FIRST_NAMES
+        named = len(words) > 1 and (first_named or after_cue(before.lower()))
+        if not named and not after_title(before):
+            continue
+        end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
+        found.append(Finding(start, end, "PERSON", 0.8))
+    return found
+
+
+ENGLISH_PIECES = st.sampled_from(
+    [*names._TITLE_WORDS, "Dear", *sorted(names._EN_CUES), "Customer", "NAME", "Street",
+     "The", "Friday", "John", "Smith", "Patricia", "King", "Q.", "O'Neil", "Smith-Jones",
+     "Wang", "Fang", "Mrs", "xMr", "_Dr", "1Dr", "张Mr", "é", "Zoë", " ", " ", "  ", ".",
+     ". ", ":", ",", "-", ": ", "\n", "\t", "\u2028", "\x85", "\x1c", "\u00a0", "\u3000",
+     "a", "b", "says", "called"]
+)  # fmt: skip
+
+
+SEPARATORS = st.lists(
+    st.sampled_from([" ", ".", ":", ",", "-", "\t", "\u2028", "\x1c"]), max_size=4
+)
+
+
+@st.composite
+def named_texts(draw: st.DrawFn) -> str:
+    """Text, then a cue or title (or a look-alike), separators and one to three words."""
+    pieces = draw(st.lists(ENGLISH_PIECES, max_size=6))
+    for _ in range(draw(st.integers(1, 3))):
+        key = draw(st.sampled_from([*names._TITLE_WORDS, *sorted(names._EN_CUES), "Sirs"]))
+        name = st.sampled_from(["John", "Wang", "Fang", "Smith", "Street"])
+        words = draw(st.lists(name, min_size=1, max_size=3))
+        pieces += [draw(st.sampled_from(["", " ", "x", "_", "张"])), key]
+        pieces += [*draw(SEPARATORS), " ".join(words), draw(st.sampled_from(["", " ", "."]))]
+    return "".join(pieces)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(ENGLISH_PIECES, max_size=25).map("".join), named_texts()))
+def test_english_names_as_first_written(text: str) -> None:
+    assert list(names._english_people(text)) == reference_english_people(text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import cache
 from itertools import accumulate
 from operator import itemgetter
@@ -454,11 +454,21 @@ def _chinese_addresses(words: _Words) -> Iterator[Finding]:
 
 def _english_people(text: str) -> Iterator[Finding]:
     for match in _EN_CANDIDATE.finditer(text):
-        words = [word for word in match.group().split(" ") if not word.endswith(".")]
+        group = match.group()
+        if " " not in group:
+            # One word (most candidates: any capitalised word): a name only right after
+            # a title ("Mr. Smith"); a cue or title itself is none.
+            if group in _TITLES or group in _EN_NOT_SURNAMES or group.lower() in _EN_CUES:
+                continue
+            start = match.start()
+            if _after_title(text[max(0, start - 16) : start]):
+                yield Finding(start, match.end(), "PERSON", 0.8)
+            continue
+        words = [word for word in group.split(" ") if not word.endswith(".")]
         offset = 0
         # "Customer Patricia King": the cue word is not part of the name.
         while words and (words[0].lower() in _EN_CUES or words[0] in _TITLES):
-            offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
+            offset = group.index(words[1]) if len(words) > 1 else len(group)
             words = words[1:]
         while words and words[-1] in _EN_NOT_SURNAMES:
             words.pop()
@@ -471,30 +481,25 @@ def _english_people(text: str) -> Iterator[Finding]:
         named = len(words) > 1 and (words[0] in _FIRST_NAMES or _after_cue(before.lower()))
         if not named and not _after_title(before):
             continue
-        end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
+        end = match.start() + group.rfind(words[-1]) + len(words[-1])
         yield Finding(start, end, "PERSON", 0.8)
 
 
 def _after_title(before: str) -> bool:
-    """Whether ``before`` ends in a title and whitespace (``Mr. ``, ``Dr ``)."""
-    title = before.rstrip()
-    return len(title) < len(before) and _ends_in_word(title.removesuffix("."), _TITLE_WORDS)
+    """Whether ``before`` ends in a title and whitespace (``Mr. ``, ``Dr ``), the title
+    not the end of a longer word."""
+    return _TITLE_BEFORE.search(before) is not None
 
 
 def _after_cue(before: str) -> bool:
-    """Whether ``before`` (lower-cased) ends in a cue word and a separator (``customer: ``)."""
-    cue = before.rstrip(_WHITESPACE_CHARS + ":,-")
-    return len(cue) < len(before) and _ends_in_word(cue, _EN_CUES)
+    """Whether ``before`` (lower-cased) ends in a cue word and separators
+    (``customer: ``), the cue not the end of a longer word."""
+    return _CUE_BEFORE.search(before) is not None
 
 
-def _ends_in_word(text: str, words: Iterable[str]) -> bool:
-    """Whether ``text`` ends in one of ``words``, and not in the middle of a longer word."""
-    for word in words:
-        if text.endswith(word):
-            previous = text[-len(word) - 1 : -len(word)]
-            if not (previous.isalnum() or previous == "_"):
-                return True
-    return False
+# \w is what str.isalnum calls alphanumeric and "_"; \s what str.isspace calls space.
+_TITLE_BEFORE = re.compile(r"(?<!\w)(?:" + "|".join(_TITLE_WORDS) + r")\.?\s+\Z")
+_CUE_BEFORE = re.compile(r"(?<!\w)(?:" + "|".join(sorted(_EN_CUES)) + r")[\s:,-]+\Z")
 
 
 def _english_addresses(text: str) -> Iterator[Finding]:
