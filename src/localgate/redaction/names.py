@@ -149,53 +149,52 @@ class NameRecognizer:
 
     def __init__(self) -> None:
         self._gates = _gates()
+        # For the detector's prefilter pass, which then says which of them match.
+        self.gates = _GATE_PATTERNS
 
     def find(self, scan: Scan) -> Iterator[Finding]:
         """Names and addresses in the text."""
         text = scan.folded
         # One RE2 pass says which rules can find anything at all; most texts need few.
-        gates = self._gates.hits(text)
-        if _GATE_CJK in gates:
+        matching = scan.matching(self.gates)
+        if matching is None:
+            hits, index = self._gates.hits(text), self._gates.index
+            matching = [index[gate] in hits for gate in self.gates]
+        cjk, cued, titled, compound, english_name, english_address = matching
+        if cjk:
             yield from _chinese(
-                text,
-                _cjk_stretches(text),
-                cued=_GATE_CUE in gates,
-                titled=_GATE_TITLE in gates,
-                compound=_GATE_COMPOUND in gates,
+                text, _cjk_stretches(text), cued=cued, titled=titled, compound=compound
             )
-        if _GATE_EN_NAME in gates:
+        if english_name:
             yield from _english_people(text)
-        if _GATE_EN_ADDRESS in gates:
+        if english_address:
             yield from _english_addresses(text)
 
 
 # Python's \s (str patterns) as an RE2 class: RE2's own \s is ASCII only.
 _WHITESPACE = "[" + "".join(f"\\x{{{ord(char):x}}}" for char in _WHITESPACE_CHARS) + "]"
-_GATE_CJK, _GATE_CUE, _GATE_TITLE, _GATE_COMPOUND, _GATE_EN_NAME, _GATE_EN_ADDRESS = range(6)
+# For each rule, an RE2 pattern that matches wherever the rule finds something. Each is
+# implied by its rule (weaker, never stronger): a text it does not match has nothing for
+# that rule, so skipping the rule there changes no finding.
+_GATE_PATTERNS = (
+    r"[\x{4e00}-\x{9fff}]",
+    "|".join(_NAME_CUES),
+    "|".join(_TITLES_AFTER),
+    "|".join(sorted(_COMPOUND_SURNAMES)),
+    # A title right before a capitalised word, or two capitalised words in a row (an
+    # initial may stand between): what _english_people needs.
+    r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
+    r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
+    # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
+    r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
+    r"(?:" + _STREET_TYPES + r")\b",
+)
 
 
 @cache
 def _gates() -> Prefilters:
-    """For each rule, an RE2 pattern that matches wherever the rule finds something.
-
-    Each is implied by its rule (weaker, never stronger): a text it does not match has
-    nothing for that rule, so skipping the rule there changes no finding.
-    """
-    return Prefilters(
-        (
-            r"[\x{4e00}-\x{9fff}]",
-            "|".join(_NAME_CUES),
-            "|".join(_TITLES_AFTER),
-            "|".join(sorted(_COMPOUND_SURNAMES)),
-            # A title right before a capitalised word, or two capitalised words in a row
-            # (an initial may stand between): what _english_people needs.
-            r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
-            r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
-            # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
-            r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
-            r"(?:" + _STREET_TYPES + r")\b",
-        )
-    )
+    """The gates in one RE2 set, for a scan the detector has not run them on."""
+    return Prefilters(_GATE_PATTERNS)
 
 
 @cache
@@ -222,6 +221,8 @@ def _cjk_stretches(text: str) -> list[tuple[int, int]]:
         return []
     stretches: list[tuple[int, int]] = []
     low = _last_cut(text, 0, first.start()) or 0
+    if len(text) - low < _SEGMENT_WHOLE:
+        return [(low, len(text))]
     for gap in _CJK_GAP.finditer(text, first.start()):
         cut, resume = _first_cut(text, gap.start() + 1, gap.end()), _last_cut(text, *gap.span())
         if cut is not None and resume is not None and cut < resume:
@@ -233,8 +234,9 @@ def _cjk_stretches(text: str) -> list[tuple[int, int]]:
 
 
 # A Chinese character and the run of other text after it, if long: skipped if it can be
-# cut. Shorter runs cost less to segment than to look for cuts in.
+# cut. Shorter runs cost less to segment than to look for cuts in, and so do short texts.
 _CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
+_SEGMENT_WHOLE = 256
 
 
 def _first_cut(text: str, low: int, high: int) -> int | None:
