@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -86,16 +86,42 @@ class Scan:
     card shapes) is searched once. Each is worked out on first use.
     """
 
-    __slots__ = ("_prefilters", "_surroundings", "_window_hits", "_windows", "folded", "shared")
+    __slots__ = (
+        "_hits",
+        "_prefilters",
+        "_surroundings",
+        "_window_hits",
+        "_windows",
+        "folded",
+        "shared",
+    )
 
-    def __init__(self, folded: str, prefilters: Prefilters | None = None) -> None:
+    def __init__(
+        self,
+        folded: str,
+        prefilters: Prefilters | None = None,
+        hits: frozenset[int] | None = None,
+    ) -> None:
         self.folded = folded
         self._prefilters = prefilters
+        # Which of the prefilters match somewhere in the text, if the detector has run them.
+        self._hits = hits
         self._windows: tuple[tuple[int, int], ...] | None = None
         self._window_hits: list[Sequence[int]] | None = None
         self._surroundings: dict[tuple[int, int], str] = {}
         # Matches of each pattern searched so far, for recognizers that share one.
         self.shared: dict[object, list[re.Match[str]]] = {}
+
+    def matching(self, patterns: Sequence[str]) -> list[bool] | None:
+        """Whether each of ``patterns`` matches somewhere in the text, if the detector's
+        prefilter pass (which then holds them all) has told."""
+        prefilters, hits = self._prefilters, self._hits
+        if prefilters is None or hits is None:
+            return None
+        index = prefilters.index
+        if not all(pattern in index for pattern in patterns):
+            return None
+        return [index[pattern] in hits for pattern in patterns]
 
     @property
     def windows(self) -> tuple[tuple[int, int], ...]:
@@ -184,6 +210,14 @@ class PatternRecognizer:
     # runs all prefilters in one linear pass and skips recognizers without a hit, and
     # windows without one.
     prefilter: str | None = None
+    # What ``Scan.shared`` files this recognizer's matches under: the same for the
+    # recognizers that share a pattern. Made of ids, because hashing a compiled pattern
+    # hashes its whole program (up to 3 us for the plate pattern, on every call).
+    _shared_key: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = (id(self.pattern), self.anchored, id(self.starts), id(self.window_starts))
+        object.__setattr__(self, "_shared_key", key)
 
     @property
     def context_gate(self) -> str | None:
@@ -202,7 +236,7 @@ class PatternRecognizer:
         if self.needs and not any(needle in folded for needle in self.needs):
             return []
         # Recognizers that share a pattern (the card shapes) share its matches.
-        key = (self.pattern, self.anchored, self.starts, self.window_starts)
+        key = self._shared_key
         matches = scan.shared.get(key)
         if matches is None:
             matches = scan.shared[key] = self._search(folded, scan)
