@@ -276,8 +276,8 @@ def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None
 
 
 def reference_english_people(text: str) -> list[Finding]:
-    """The English name rule as first written: every candidate through the whole rule,
-    titles and cues checked by stripping and comparing word by word."""
+    """The English name rule as first written: every candidate, one word or more, through
+    the whole rule."""
 
     def ends_in_word(text: str, words: Iterable[str]) -> bool:
         for word in words:

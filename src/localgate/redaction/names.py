@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from itertools import accumulate
 from operator import itemgetter
@@ -488,20 +488,25 @@ def _english_people(text: str) -> Iterator[Finding]:
 
 
 def _after_title(before: str) -> bool:
-    """Whether ``before`` ends in a title and whitespace (``Mr. ``, ``Dr ``), the title
-    not the end of a longer word."""
-    return _TITLE_BEFORE.search(before) is not None
+    """Whether ``before`` ends in a title and whitespace (``Mr. ``, ``Dr ``)."""
+    title = before.rstrip()
+    return len(title) < len(before) and _ends_in_word(title.removesuffix("."), _TITLE_WORDS)
 
 
 def _after_cue(before: str) -> bool:
-    """Whether ``before`` (lower-cased) ends in a cue word and separators
-    (``customer: ``), the cue not the end of a longer word."""
-    return _CUE_BEFORE.search(before) is not None
+    """Whether ``before`` (lower-cased) ends in a cue word and a separator (``customer: ``)."""
+    cue = before.rstrip(_WHITESPACE_CHARS + ":,-")
+    return len(cue) < len(before) and _ends_in_word(cue, _EN_CUES)
 
 
-# \w is what str.isalnum calls alphanumeric and "_"; \s what str.isspace calls space.
-_TITLE_BEFORE = re.compile(r"(?<!\w)(?:" + "|".join(_TITLE_WORDS) + r")\.?\s+\Z")
-_CUE_BEFORE = re.compile(r"(?<!\w)(?:" + "|".join(sorted(_EN_CUES)) + r")[\s:,-]+\Z")
+def _ends_in_word(text: str, words: Iterable[str]) -> bool:
+    """Whether ``text`` ends in one of ``words``, and not in the middle of a longer word."""
+    for word in words:
+        if text.endswith(word):
+            previous = text[-len(word) - 1 : -len(word)]
+            if not (previous.isalnum() or previous == "_"):
+                return True
+    return False
 
 
 def _english_addresses(text: str) -> Iterator[Finding]:
