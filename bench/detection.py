@@ -77,8 +77,9 @@ class Timed:
         clock = time.process_time_ns
         started = clock()
         found = list(self._recognizer.find(scan))
-        self._spent[self._label] += clock() - started
-        self._calls[self._label] += 1
+        label = self._label
+        self._spent[label] = self._spent.get(label, 0) + clock() - started
+        self._calls[label] = self._calls.get(label, 0) + 1
         return found
 
 
