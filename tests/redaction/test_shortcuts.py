@@ -21,6 +21,9 @@ import re
 from collections.abc import Iterable
 
 import pytest
+from bench.detection import corpus_texts, dense_text
+from bench.pii.generate import load_corpus
+from bench.pii.timing import with_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +33,8 @@ from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
 from localgate.redaction.names import NameRecognizer
 from localgate.redaction.recognizers import PatternRecognizer, Scan, builtin_recognizers
+from localgate.redaction.reveal import reveal
+from tests.redaction.test_fold import translated_whole
 from tests.redaction.values import VALUES
 
 DETECTOR = Detector.builtin(names=False)
@@ -350,3 +355,41 @@ def named_texts(draw: st.DrawFn) -> str:
 @given(st.one_of(st.lists(ENGLISH_PIECES, max_size=25).map("".join), named_texts()))
 def test_english_names_as_first_written(text: str) -> None:
     assert list(names._english_people(text)) == reference_english_people(text)
+
+
+def reference_detect(text: str) -> list[Finding]:
+    """The built-in detector with no shortcut at all: the whole text folded, every pattern
+    tried at every position of it, the name rules without gates, jieba over the whole
+    text, every English candidate through the whole rule."""
+    revealed = reveal(text)
+    folded = translated_whole(text if revealed is None else revealed.text)
+    scan = Scan(folded, None)
+    found: list[Finding] = []
+    for recognizer in FULL.recognizers:
+        if isinstance(recognizer, NameRecognizer):
+            chinese = (
+                names._chinese(folded, [(0, len(folded))]) if names._CJK.search(folded) else ()
+            )
+            found += [*chinese, *reference_english_people(folded)]
+            found += names._english_addresses(folded)
+            continue
+        if isinstance(recognizer, PatternRecognizer):
+            recognizer = dataclasses.replace(
+                recognizer, anchored=False, starts=None, window_starts=None
+            )
+        found += recognizer.find(scan)
+    kept = _resolve([f for f in found if f.score >= FULL.min_score])
+    if revealed is None:
+        return kept
+    return [Finding(*revealed.original_span(f.start, f.end), f.type, f.score) for f in kept]
+
+
+FULL = Detector.builtin()
+
+
+def test_the_whole_corpus_is_found_as_without_shortcuts() -> None:
+    texts = [dense_text(), *corpus_texts()]
+    texts += [with_records(load_corpus(), 2048, every, 3) for every in (0, 300, 4000)]
+
+    for text in texts:
+        assert FULL.detect(text) == reference_detect(text), text[:80]
