@@ -260,7 +260,17 @@ SEGMENTED = st.lists(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(SEGMENTED, st.just("Please call back before Friday, " * 3)), max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            SEGMENTED,
+            # Long lines: runs of other text long enough to be cut out of them.
+            SEGMENTED.map(lambda text: text.replace("\n", " ").replace("\r", " ")),
+            st.just("Please call back before Friday, " * 3),
+        ),
+        max_size=8,
+    )
+)
 def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None:
     text = "".join(pieces)
     whole = names._Words(text, [(0, len(text))])

@@ -205,38 +205,53 @@ def _tagger() -> object:
 
 
 def _cjk_stretches(text: str) -> list[tuple[int, int]]:
-    """The stretches of ``text`` to segment: all its Chinese characters, without the long
-    runs of other text between them, cut after a space or a newline.
+    """The stretches of ``text`` to segment: the lines that hold Chinese characters, and
+    of a long line only the parts with Chinese, cut after a space or a newline.
 
     jieba segments runs of Chinese characters, letters, digits and a few signs (its
     "blocks") one by one and makes every other character a word of its own (a CR LF
     pair one word), so a cut after a space or a newline is a cut between words:
     segmenting these stretches alone gives the words it gives for them in the whole
     text. Every Chinese rule needs a Chinese character, and no address runs on through
-    a space or a newline; so the English between Chinese sentences (a mixed prompt) and
-    lines without Chinese (English prose, logs, JSON) are not segmented.
+    a space or a newline; so lines without Chinese (English prose, logs, JSON) and long
+    runs of other text between Chinese sentences on one line (a mixed prompt) are not
+    segmented.
     """
-    first = _CJK.search(text)
-    if first is None:
-        return []
     stretches: list[tuple[int, int]] = []
-    low = _last_cut(text, 0, first.start()) or 0
-    if len(text) - low < _SEGMENT_WHOLE:
-        return [(low, len(text))]
-    for gap in _CJK_GAP.finditer(text, first.start()):
-        cut, resume = _first_cut(text, gap.start() + 1, gap.end()), _last_cut(text, *gap.span())
-        if cut is not None and resume is not None and cut < resume:
-            stretches.append((low, cut))
-            low = resume
-    if _CJK.search(text, low):
-        stretches.append((low, len(text)))
+    found = _CJK.search(text)
+    while found is not None:
+        at = found.start()
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at) + 1 or len(text)
+        pieces = [(start, end)] if end - start < _LONG_LINE else _without_gaps(text, start, end, at)
+        for low, high in pieces:
+            if stretches and stretches[-1][1] == low:
+                stretches[-1] = (stretches[-1][0], high)
+            else:
+                stretches.append((low, high))
+        found = _CJK.search(text, end)
     return stretches
 
 
-# A Chinese character and the run of other text after it, if long: skipped if it can be
-# cut. Shorter runs cost less to segment than to look for cuts in, and so do short texts.
+def _without_gaps(text: str, start: int, end: int, first: int) -> list[tuple[int, int]]:
+    """The parts of line ``text[start:end]`` (its first Chinese character at ``first``)
+    without the long runs of other text that can be cut out."""
+    pieces: list[tuple[int, int]] = []
+    low = _last_cut(text, start, first) or start
+    for gap in _CJK_GAP.finditer(text, first, end):
+        cut, resume = _first_cut(text, gap.start() + 1, gap.end()), _last_cut(text, *gap.span())
+        if cut is not None and resume is not None and cut < resume:
+            pieces.append((low, cut))
+            low = resume
+    if _CJK.search(text, low, end):
+        pieces.append((low, end))
+    return pieces
+
+
+# A Chinese character and the run of other text after it, if long: cut out if it can be.
+# Shorter runs cost less to segment than to look for cuts in, and so do short lines.
 _CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
-_SEGMENT_WHOLE = 256
+_LONG_LINE = 256
 
 
 def _first_cut(text: str, low: int, high: int) -> int | None:
