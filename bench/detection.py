@@ -10,10 +10,12 @@ names and addresses) and per pass over ``bench/pii/corpus.jsonl``: the best of s
 rounds, which leaves out most of what other processes on a loaded machine take from this
 one. Then the same split by recognizer (each recognizer's ``find``, timed call by call,
 the least of the rounds; the rest — reading encodings, width folding, the prefilter
-pass, overlap resolution — is the difference). ``--profile N`` adds cProfile's N most
-expensive functions on the prompt. ``--instructions`` counts instructions under
-callgrind instead (load-independent; needs valgrind): the difference between two runs
-of different lengths, per detection.
+pass, overlap resolution — is the difference, and carries the error of taking the CPU
+clock's own cost off each call: a few us either way on a loaded machine).
+``--profile N`` adds cProfile's N most expensive functions on the prompt.
+``--instructions`` counts instructions under callgrind instead (load-independent; needs
+valgrind): the difference between two runs of different lengths, per detection of the
+prompt, per pass over the corpus and per pass over the PII evaluator's 64 2 KB prompts.
 
 To compare two versions, run the same command against each source tree, side by side:
 ``PYTHONPATH=/path/to/other/src python -m bench.detection``.
