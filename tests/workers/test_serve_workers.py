@@ -237,7 +237,7 @@ def test_sighup_reloads_every_worker(workers: Workers) -> None:
         env=workers.env,
     )
     assert reloaded.exit_code == 0, reloaded.output
-    assert "Reloaded: running configuration version 2" in reloaded.output
+    assert "Reloaded: every worker (2) runs the file now." in reloaded.output
 
     versions: dict[int, int] = {}
 

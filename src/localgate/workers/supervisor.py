@@ -73,13 +73,16 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
-    """What a worker inherits: its index, the listening socket, where it reports readiness,
-    and the directory where the workers hand each other their metrics."""
+    """What a worker inherits: its index among ``count`` workers, the listening socket,
+    where it reports readiness, the directory where the workers answer each other's
+    questions (metrics, configuration), and its supervisor's pid (a reload goes through it)."""
 
     index: int
     listen_fd: int
     ready_fd: int
     metrics_dir: str
+    count: int
+    supervisor_pid: int
 
     def encode(self) -> str:
         """As the worker finds it in ``WORKER_ENV``."""
@@ -89,6 +92,8 @@ class WorkerSpec:
                 "listen_fd": self.listen_fd,
                 "ready_fd": self.ready_fd,
                 "metrics_dir": self.metrics_dir,
+                "count": self.count,
+                "supervisor_pid": self.supervisor_pid,
             }
         )
 
@@ -101,6 +106,8 @@ class WorkerSpec:
             listen_fd=int(raw["listen_fd"]),
             ready_fd=int(raw["ready_fd"]),
             metrics_dir=str(raw["metrics_dir"]),
+            count=int(raw["count"]),
+            supervisor_pid=int(raw["supervisor_pid"]),
         )
 
 
@@ -282,6 +289,8 @@ class Supervisor:
             listen_fd=self._listener.fileno(),
             ready_fd=self._ready_write,
             metrics_dir=str(self._metrics_dir),
+            count=len(self._slots),
+            supervisor_pid=os.getpid(),
         )
         slot.ready = slot.reload_pending = False
         slot.start_at = None
