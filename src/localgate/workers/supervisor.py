@@ -18,11 +18,11 @@ they all wait, so the load spreads.
 The parent runs no event loop and imports nothing of the gateway: it waits for signals and
 for its children. SIGTERM or Ctrl-C drains every worker (each runs its own drain, see
 ``app/drain.py``) and the parent closes its copy of the socket after ``drain_delay_s``, so
-new connections are refused once the workers stop listening; it exits 0 once every worker
-has exited 0. SIGHUP is passed to every worker (each reloads its configuration; the pid
-file names the parent). A worker that dies is started again, at once the first time and
-then after a growing pause; more than ``MAX_RESTARTS`` deaths of one worker within
-``RESTART_WINDOW_S`` stop the gateway (exit 1) rather than restart forever.
+new connections are refused once the workers stop listening (at once on a second signal);
+it exits 0 once every worker has exited 0. SIGHUP is passed to every worker (each reloads
+its configuration; the pid file names the parent). A worker that dies is started again, at
+once the first time and then after a growing pause; more than ``MAX_RESTARTS`` deaths of one
+worker within ``RESTART_WINDOW_S`` stop the gateway (exit 1) rather than restart forever.
 """
 
 from __future__ import annotations
@@ -253,6 +253,11 @@ class Supervisor:
                     f"more, then requests in flight have up to {self._drain_timeout_s:g} s "
                     "to finish"
                 )
+            else:
+                # A second signal ends the delay: the workers stop listening at once, and
+                # so does this copy of the socket (else the kernel would still queue new
+                # connections on it, that nobody accepts until the delay is over).
+                self._close_listener()
             # Each signal goes on to the workers as it came: the first drains them, a second
             # stops their listening at once, a second Ctrl-C gives up on what is in flight.
             self._signal_all(sig)
