@@ -94,6 +94,8 @@ class TextRestorer:
 
     def feed(self, piece: str) -> str:
         """The restored text that can be emitted now; the rest waits for the next piece."""
+        if not self._held and "[" not in piece:
+            return piece  # nothing held, nothing to restore or hold: most pieces
         text = self._held + piece
         hold = self._pseudonyms.pending_tail(text)
         ready, self._held = (text[:-hold], text[-hold:]) if hold else (text, "")
