@@ -23,7 +23,7 @@ from bench.results import (
     Scenario,
 )
 from bench.run import BODY_NAMES, goals_for, request_body
-from bench.stages import CpuStages
+from bench.stages import OTHER, UPSTREAM, CpuStages, _comparison
 from bench.wrk import WrkResult
 
 from localgate.redaction.validators import cn_resident_id
@@ -204,3 +204,13 @@ def test_stage_cpu_is_counted_once_exclusive_of_nested_stages() -> None:
     with cpu.stage("again"):  # the stack is empty again: nothing nests in a closed stage
         pass
     assert set(cpu.totals) == {"outer", "inner", "again"}
+
+
+def test_the_comparison_table_puts_each_stage_before_and_after() -> None:
+    before = [{"identity": 20.0, "restoration": 40.0, OTHER: 10.0, UPSTREAM: 300.0}] * 3
+    after = [{"identity": 22.0, "restoration": 30.0, OTHER: 10.0, UPSTREAM: 290.0}] * 3
+    lines = _comparison(before, after)
+    assert "| identity | 20.0 | 22.0 | +2.0 |" in lines
+    assert "| restoration | 40.0 | 30.0 | -10.0 |" in lines
+    assert "| **the gateway's own** | **70.0** | **62.0** | **-8.0** |" in lines
+    assert f"| {UPSTREAM} | 300.0 | 290.0 | -10.0 |" in lines
