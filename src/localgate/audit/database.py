@@ -41,6 +41,17 @@ class Database(Protocol):
         """Run one statement; the result has ``fetchone``/``fetchall`` and iterates rows."""
         ...
 
+    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
+        """Start a write transaction, make these tenants' logs ours until it ends, and
+        read their stored frontiers (tenant -> state; a tenant without a log is absent)."""
+        ...
+
+    def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """Run each ``INSERT ... VALUES (?,...)`` statement once per row of its rows, then
+        commit: in as few statements and round trips as the driver allows. On an error
+        nothing is committed (the transaction stays open for ``rollback``)."""
+        ...
+
     def begin(self) -> None:
         """Start a write transaction."""
         ...
@@ -87,6 +98,38 @@ class SqliteDatabase:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement."""
         return self._db.execute(sql, tuple(params))
+
+    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
+        """``begin`` (the file's write lock), then the frontiers in one query."""
+        self.begin()
+        wanted = sorted(set(tenants))
+        rows = self._db.execute(
+            "SELECT tenant, state FROM audit_frontier WHERE tenant IN "  # noqa: S608 - only placeholders are added
+            f"({','.join('?' * len(wanted))})",
+            wanted,
+        ).fetchall()
+        return {str(tenant): bytes(state) for tenant, state in rows}
+
+    def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """Many rows per statement (``_ROWS_PER_INSERT``), not ``executemany``, then
+        ``commit``.
+
+        ``executemany`` steps a statement once per row and releases the GIL around every
+        step: under CPU load each release can cost the writer a whole switch interval
+        (5 ms) before it runs again.
+        """
+        for sql, rows in writes:
+            # "INSERT ... VALUES (?,?,?) ON CONFLICT ...": the row's group is repeated.
+            head, rest = sql.split(" VALUES ", 1)
+            end = rest.index(")") + 1
+            group, tail = rest[:end], rest[end:]
+            for start in range(0, len(rows), _ROWS_PER_INSERT):
+                chunk = rows[start : start + _ROWS_PER_INSERT]
+                self._db.execute(
+                    f"{head} VALUES {','.join([group] * len(chunk))}{tail}",
+                    [value for row in chunk for value in row],
+                )
+        self.commit()
 
     def begin(self) -> None:
         """``BEGIN IMMEDIATE``: the write lock of the whole file, taken in turn with the
@@ -177,6 +220,9 @@ class _WriterTurn:
 
 # As long as SQLite's busy timeout (PRAGMA busy_timeout above).
 _TURN_WAIT_S = 10.0
+# Rows per INSERT statement: the audit log's 9 parameters each stay well under SQLite's
+# 32,766 parameters per statement.
+_ROWS_PER_INSERT = 256
 
 
 class DatabaseUnavailable(Exception):
@@ -206,6 +252,29 @@ class PostgresDatabase:
             sql.replace("?", "%s").replace("AS BLOB", "AS BYTEA"),
             tuple(params),
         )
+
+    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
+        """BEGIN, the advisory locks (``lock_logs``) and the frontiers' SELECT in one
+        pipeline: one round trip, where each was one before. The server runs them in
+        order, so the frontiers are read under the locks."""
+        wanted = sorted(set(tenants))
+        with self._db.pipeline():
+            self._db.execute("BEGIN")
+            self.lock_logs(wanted)
+            cursor = self._db.execute(
+                "SELECT tenant, state FROM audit_frontier WHERE tenant = ANY(%s)", (wanted,)
+            )
+        return {str(tenant): bytes(state) for tenant, state in cursor.fetchall()}
+
+    def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """``executemany`` of each statement and the COMMIT in one pipeline (one round
+        trip). A multi-row statement would be parsed afresh each time (psycopg caches
+        statements of at most 50 parameters) and cost more CPU than it saves. If a row
+        fails, the server skips everything after it in the pipeline, the COMMIT too."""
+        with self._db.pipeline(), self._db.cursor() as cursor:
+            for sql, rows in writes:
+                cursor.executemany(sql.replace("?", "%s"), rows)
+            self._db.execute("COMMIT")
 
     def begin(self) -> None:
         """Start a transaction."""
