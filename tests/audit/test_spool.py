@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,7 +255,7 @@ class GatedWriter:
         self._gate = threading.Event()
         self._write = store._write
 
-    def write(self, batch: list[tuple[PendingRecord, object]]) -> None:
+    def write(self, batch: list[tuple[PendingRecord, Any]]) -> None:
         self.entered.set()
         self._gate.wait(timeout=30)
         self._write(batch)
@@ -347,6 +348,7 @@ def test_a_loop_waiter_that_gave_up_does_not_stop_the_writer(
 APPENDER = """
 import sys
 from pathlib import Path
+from typing import Any
 from localgate.audit.crypto import MasterKey
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
