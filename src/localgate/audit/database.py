@@ -254,27 +254,37 @@ class PostgresDatabase:
         )
 
     def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
-        """BEGIN, the advisory locks (``lock_logs``) and the frontiers' SELECT in one
-        pipeline: one round trip, where each was one before. The server runs them in
-        order, so the frontiers are read under the locks."""
+        """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT.
+
+        Not in a pipeline: psycopg's pipeline costs more CPU than the round trips it
+        saves on one machine. The SELECT is a statement of its own after the locks, so
+        its snapshot sees what the previous holder of a lock committed.
+        """
         wanted = sorted(set(tenants))
-        with self._db.pipeline():
-            self._db.execute("BEGIN")
-            self.lock_logs(wanted)
-            cursor = self._db.execute(
-                "SELECT tenant, state FROM audit_frontier WHERE tenant = ANY(%s)", (wanted,)
-            )
-        return {str(tenant): bytes(state) for tenant, state in cursor.fetchall()}
+        self.begin()
+        self.lock_logs(wanted)
+        rows = self._db.execute(
+            "SELECT tenant, state FROM audit_frontier WHERE tenant = ANY(%s)", (wanted,)
+        ).fetchall()
+        return {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
-        """``executemany`` of each statement and the COMMIT in one pipeline (one round
-        trip). A multi-row statement would be parsed afresh each time (psycopg caches
-        statements of at most 50 parameters) and cost more CPU than it saves. If a row
-        fails, the server skips everything after it in the pipeline, the COMMIT too."""
-        with self._db.pipeline(), self._db.cursor() as cursor:
-            for sql, rows in writes:
-                cursor.executemany(sql.replace("?", "%s"), rows)
-            self._db.execute("COMMIT")
+        """Several rows of a statement with ``executemany`` (one prepared statement, the
+        rows in one pipeline), a single row with ``execute``, then COMMIT.
+
+        Not multi-row statements: psycopg parses a statement of more than 50 parameters
+        afresh every time, which cost the writer more CPU than all else it does for a
+        batch. Nor one pipeline for everything: for the usual one or two rows, psycopg's
+        pipeline costs more CPU than the round trips it saves.
+        """
+        for sql, rows in writes:
+            statement = sql.replace("?", "%s")
+            if len(rows) == 1:
+                self._db.execute(statement, tuple(rows[0]))
+            elif rows:
+                with self._db.cursor() as cursor:
+                    cursor.executemany(statement, rows)
+        self.commit()
 
     def begin(self) -> None:
         """Start a transaction."""

@@ -135,6 +135,9 @@ class AuditStore:
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._forget = threading.Event()
+        # The AEAD of each data key in use, by key id (the writer thread's; dropped with
+        # the keyring's cache).
+        self._sealers: dict[str, Callable[[bytes, bytes], bytes]] = {}
         # Why the last batch failed (None once one succeeds): read by readiness.
         self.last_failure: str | None = None
         # Told each batch's size and the seconds it took to write (on the writer thread).
@@ -277,7 +280,7 @@ class AuditStore:
         ]
         if self._forget.is_set():
             self._forget.clear()
-            self.keyring.forget()
+            self._forget_keys_now()
         receipts: list[Receipt] = []
         try:
             stored = self._db.open_logs([record.tenant for record, _ in batch])
@@ -307,7 +310,7 @@ class AuditStore:
             logger.exception("audit batch of %d records failed", len(batch))
             if self._db.in_transaction:
                 self._db.rollback()
-            self.keyring.forget()
+            self._forget_keys_now()
             self.last_failure = _describe(exc)
             _settle(batch, waiting, None, exc)
             return
@@ -356,6 +359,11 @@ class AuditStore:
         frontier.append(leaf)
         return Receipt(tenant, seq, leaf)
 
+    def _forget_keys_now(self) -> None:
+        """Drop unwrapped data keys (and their AEADs) from memory (writer thread)."""
+        self.keyring.forget()
+        self._sealers.clear()
+
     def _seal(
         self,
         plaintext: bytes,
@@ -366,7 +374,10 @@ class AuditStore:
         header: dict[str, Any],
     ) -> bytes:
         key_id, key = self.keyring.current(tenant, purpose, period)
-        blob = self.suite.encrypt(key, plaintext, associated_data(tenant, seq, purpose))
+        seal = self._sealers.get(key_id)
+        if seal is None:
+            seal = self._sealers[key_id] = self.suite.sealer(key)
+        blob = seal(plaintext, associated_data(tenant, seq, purpose))
         header[f"{purpose}_key"] = key_id
         header[f"{purpose}_digest"] = self.suite.digest(blob).hex()
         return blob
