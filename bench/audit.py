@@ -308,22 +308,31 @@ def gateway_context(number: int, tenant: str = "bench") -> RequestContext:
     return ctx
 
 
-# The writer's and the event loop's work in parts, by the functions that do them (names
-# as they are in the store and stage; a part whose functions are absent reads 0).
+# The writer's and the event loop's work in parts, by the functions that do them: their
+# names before and after the writer took a batch's frontiers in one read and its rows,
+# frontiers and COMMIT in one call (a part whose functions are absent reads 0).
 WRITER_PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "header + canonical JSON": (("records.py", "canonical"), ("store.py", "_append:self")),
     "sealing (AES-GCM, ciphertext digest)": (("store.py", "_seal"),),
     "prompt HMAC, sent digest": (("crypto.py", "mac"), ("crypto.py", "digest<-_append")),
-    "Merkle leaf + frontier": (("merkle.py", "hash_leaf"), ("merkle.py", "append")),
-    "INSERT": (("store.py", "_insert"),),
-    "BEGIN, frontier read/write": (
-        ("database.py", "begin"),
-        ("database.py", "lock_logs"),
-        ("store.py", "_frontier"),
-        ("database.py", "execute<-_write"),
+    "Merkle leaf + frontier": (
+        ("merkle.py", "hash_leaf"),
+        ("merkle.py", "append"),
         ("merkle.py", "to_bytes"),
     ),
-    "COMMIT": (("database.py", "commit"),),
+    "BEGIN, locks, frontier read": (
+        ("database.py", "begin<-_write"),
+        ("database.py", "lock_logs<-_write"),
+        ("store.py", "_frontier"),
+        ("database.py", "open_logs"),
+        ("merkle.py", "from_bytes<-_write"),
+    ),
+    "INSERT rows and frontiers": (
+        ("store.py", "_insert"),
+        ("database.py", "execute<-_write"),
+        ("database.py", "write_and_commit-commit"),
+    ),
+    "COMMIT": (("database.py", "commit<-_write"), ("database.py", "commit<-write_and_commit")),
     "waking the waiters": (
         ("_base.py", "set_result"),
         ("_base.py", "set_running_or_notify_cancel"),
@@ -338,7 +347,8 @@ STAGE_PARTS: dict[str, tuple[tuple[str, str], ...]] = {
 
 def _part_seconds(stats: pstats.Stats, spec: tuple[tuple[str, str], ...]) -> float:
     """Seconds spent in a part: inclusive time of its functions (``name:self`` for a
-    function's own time, ``name<-caller`` for the time of calls from ``caller`` only)."""
+    function's own time, ``name<-caller`` for the time of calls from ``caller`` only,
+    ``name-callee`` for its time less that of its calls of ``callee``)."""
     total = 0.0
     table = stats.stats  # type: ignore[attr-defined]
     for (filename, _, function), (_, _, own, inclusive, callers) in table.items():
@@ -346,6 +356,7 @@ def _part_seconds(stats: pstats.Stats, spec: tuple[tuple[str, str], ...]) -> flo
             if not filename.endswith(file_suffix):
                 continue
             name, _, caller = wanted.partition("<-")
+            name, _, callee = name.partition("-")
             name, _, mode = name.partition(":")
             if function != name:
                 continue
@@ -353,9 +364,24 @@ def _part_seconds(stats: pstats.Stats, spec: tuple[tuple[str, str], ...]) -> flo
                 total += sum(
                     times[3] for (_, _, calling), times in callers.items() if calling == caller
                 )
+            elif callee:
+                total += inclusive - _called_from(table, callee, function)
             else:
                 total += own if mode == "self" else inclusive
     return total
+
+
+def _called_from(table: dict[Any, Any], callee: str, caller: str) -> float:
+    """Inclusive seconds of ``callee``'s calls made by ``caller``."""
+    return float(
+        sum(
+            times[3]
+            for (_, _, function), (*_, callers) in table.items()
+            if function == callee
+            for (_, _, calling), times in callers.items()
+            if calling == caller
+        )
+    )
 
 
 def _writer_clock() -> int:
