@@ -262,3 +262,17 @@ def test_a_crash_between_the_parts_of_a_batch_leaves_the_log_as_before_it(
     assert globex == []
     assert after.seq == 3
     assert report.ok, report.problem
+
+
+def test_a_record_appended_to_a_store_whose_writer_stopped_fails_at_once(tmp_path: Path) -> None:
+    store = AuditStore(
+        sqlite_at(tmp_path / "audit.db"), MasterKey(MasterKey.generate()), CipherSuite("standard")
+    )
+    store.start()
+    store.close()
+
+    async def scenario() -> None:
+        await store.append(record("acme", 0))
+
+    with pytest.raises(RuntimeError, match="writer is not running"):
+        asyncio.run(scenario())
