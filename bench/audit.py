@@ -565,7 +565,7 @@ def _median_cpu(results: list[dict[str, Any]]) -> dict[str, float]:
 
 def cpu_section(args: argparse.Namespace, rows: list[CpuRow]) -> list[str]:
     """The Markdown section on CPU per request."""
-    labels = sorted({label for _, label, _, _ in rows}, reverse=False)
+    labels = [label for label in ("before", "after") if any(row[1] == label for row in rows)]
     columns = [
         (store, label, flight)
         for store in ("sqlite", "postgres")
@@ -588,7 +588,12 @@ def cpu_section(args: argparse.Namespace, rows: list[CpuRow]) -> list[str]:
         "",
         f"`python -m bench.audit --cpu-only --out …` with {args.cpu_requests:,} requests per "
         f"run, the median of {args.cpu_rounds} runs"
-        + (", each version in its own process, alternating" if len(labels) > 1 else "")
+        + (
+            f", each version in its own process, alternating (*before*: the code in "
+            f"`{args.baseline_src}`; *after*: this checkout's)"
+            if len(labels) > 1
+            else ""
+        )
         + ". A request is the real audit stage (`TrailAudit`) on a request context like the "
         f"gateway's: a {len(DENSE_SENT.encode())}-byte redacted prompt with 13 placeholders, "
         "its original text HMAC'd, the request record awaited, then the completion record "
