@@ -95,14 +95,14 @@ def one_batch(
             store.append(r) if n % 2 else store.submit(r) for n, r in enumerate(records)
         ]
         writer.release()
-        await asyncio.wrap_future(first)
+        await asyncio.wait_for(asyncio.wrap_future(first), INFRASTRUCTURE_TIMEOUT_S)
         outcomes: list[Receipt | BaseException] = []
         for waiter in waiters:
             pending: asyncio.Future[Receipt] = (
                 waiter if isinstance(waiter, asyncio.Future) else asyncio.wrap_future(waiter)
             )
             try:
-                outcomes.append(await pending)
+                outcomes.append(await asyncio.wait_for(pending, INFRASTRUCTURE_TIMEOUT_S))
             except Exception as exc:  # noqa: BLE001 - the outcome under test
                 outcomes.append(exc)
         return outcomes
