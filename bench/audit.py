@@ -2,6 +2,11 @@
 awaiting the completion record costs a request.
 
     python -m bench.audit --out docs/benchmarks-audit.md [--records N] [--verify-records N]
+    python -m bench.audit --cpu-only --out FILE [--cpu-requests N] [--cpu-rounds N]
+
+``--cpu-only`` measures the CPU the audit trail spends per request (the gateway's audit
+stage on request contexts like the gateway's, the writer thread, and each part of the
+writer's work) on SQLite and PostgreSQL; see ``cpu_section``.
 
 Targets (from the audit-trail issue): at least 5,000 records/s sustained on SQLite; the
 audit stage adds at most 1 ms at p50 with one request at a time; ``audit verify``
@@ -14,23 +19,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import os
 import platform
+import pstats
 import secrets
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase, sqlite_at
 from localgate.audit.records import PendingRecord
+from localgate.audit.spool import Spool
+from localgate.audit.stage import TrailAudit
 from localgate.audit.store import AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
+from localgate.exchange.context import RequestContext
+from localgate.exchange.outcome import Outcome
+from localgate.exchange.principal import Principal
+from localgate.gemini.routes import match_route
 
 ANSWER = (
     '{"candidates":[{"content":{"role":"model","parts":[{"text":"尊敬的[PERSON_1]，关于订单延误，'
@@ -235,6 +250,391 @@ def verify_time(folder: Path, count: int) -> tuple[float, float]:
     return written, checked
 
 
+# A customer-service prompt dense with personal data (about 2 KB in UTF-8), as the
+# client sent it and as it left the gateway (placeholders), for the CPU measurement.
+DENSE_ORIGINAL = (
+    "客户张伟（手机 13812345678，备用 15900001111，身份证 110101199003074578）来电投诉："
+    "他在 3 月 2 日下单的冰箱至今未送达，收货地址是北京市朝阳区建国路 88 号 SOHO 现代城 "
+    "2 号楼 1203 室。Please draft an apology in English and Chinese to Mr. Zhang Wei "
+    "(zhang.wei@example.com.cn, cc li.na@corp-example.cn) explaining the delay, offering a "
+    "20% voucher, and confirming the new delivery window. 他的妻子李娜（电话 13698765432）"
+    "周末在家，可以签收。Our colleague Wang Fang (wang.fang@corp-example.cn) handled the "
+    "first call; 订单号 CN-2026-0302-77812，发票抬头为北京远航科技有限公司。请注意语气诚恳，"
+    "并说明我们已经联系了上海市浦东新区张江路 500 号的仓库，预计 3 月 9 日送达。"
+) * 2
+DENSE_SENT = (
+    "客户[PERSON_1]（手机 [CN_MOBILE_1]，备用 [CN_MOBILE_2]，身份证 [CN_RESIDENT_ID_1]）来电投诉："
+    "他在 3 月 2 日下单的冰箱至今未送达，收货地址是[ADDRESS_1]。Please draft an apology in "
+    "English and Chinese to Mr. [PERSON_1] ([EMAIL_1], cc [EMAIL_2]) explaining the delay, "
+    "offering a 20% voucher, and confirming the new delivery window. 他的妻子[PERSON_2]（电话 "
+    "[CN_MOBILE_3]）周末在家，可以签收。Our colleague [PERSON_3] ([EMAIL_3]) handled the "
+    "first call; 订单号 CN-2026-0302-77812，发票抬头为[ORGANIZATION_1]。请注意语气诚恳，"
+    "并说明我们已经联系了[ADDRESS_2]的仓库，预计 3 月 9 日送达。"
+) * 2
+DENSE_ANSWER = (
+    '{"candidates":[{"content":{"role":"model","parts":[{"text":"尊敬的[PERSON_1]先生：'
+    "非常抱歉您的冰箱未能按时送达。我们已联系仓库，新的送达时间为 3 月 9 日，届时[PERSON_2]"
+    "女士可在家签收。随信附上 20% 优惠券。Dear Mr. [PERSON_1], we sincerely apologise for the "
+    'delay...\\"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":'
+    '512,"candidatesTokenCount":96,"totalTokenCount":608},"modelVersion":"gemini-2.5-flash"}'
+).encode()
+_CPU_ROUTE = match_route("POST", "/v1beta/models/gemini-2.5-flash:generateContent")
+_REDACTED = {
+    ("PERSON", "pseudonymize"): 3,
+    ("CN_MOBILE", "pseudonymize"): 3,
+    ("CN_RESIDENT_ID", "pseudonymize"): 1,
+    ("EMAIL", "pseudonymize"): 3,
+    ("ADDRESS", "pseudonymize"): 2,
+    ("ORGANIZATION", "pseudonymize"): 1,
+}
+
+
+def gateway_context(number: int, tenant: str = "bench") -> RequestContext:
+    """A request context as the audit stage sees it after redaction and an answer."""
+    ctx = RequestContext(
+        f"{number:032x}", _CPU_ROUTE, client="10.0.0.7", principal=Principal(tenant, "k1")
+    )
+    ctx.body = {
+        "contents": [{"role": "user", "parts": [{"text": DENSE_SENT}]}],
+        "generationConfig": {"temperature": 0.2},
+    }
+    ctx.original_texts = [DENSE_ORIGINAL]
+    ctx.redaction_summary = dict(_REDACTED)
+    ctx.upstream, ctx.attempt = "gemini", 1
+    ctx.attempts = [{"upstream": "gemini", "status": 200, "latency_ms": 412.5}]
+    ctx.model_version = "gemini-2.5-flash"
+    ctx.usage_metadata = {"promptTokenCount": 512, "candidatesTokenCount": 96}
+    ctx.answer_events = [DENSE_ANSWER]
+    return ctx
+
+
+# The writer's and the event loop's work in parts, by the functions that do them: their
+# names before and after the writer took a batch's frontiers in one read and its rows,
+# frontiers and COMMIT in one call (a part whose functions are absent reads 0).
+WRITER_PARTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "header + canonical JSON": (("records.py", "canonical"), ("store.py", "_append:self")),
+    "sealing (AES-GCM, ciphertext digest)": (("store.py", "_seal"),),
+    "prompt HMAC, sent digest": (("crypto.py", "mac"), ("crypto.py", "digest<-_append")),
+    "Merkle leaf + frontier": (
+        ("merkle.py", "hash_leaf"),
+        ("merkle.py", "append"),
+        ("merkle.py", "to_bytes"),
+    ),
+    "BEGIN, locks, frontier read": (
+        ("database.py", "begin<-_write"),
+        ("database.py", "lock_logs<-_write"),
+        ("store.py", "_frontier"),
+        ("database.py", "open_logs"),
+        ("merkle.py", "from_bytes<-_write"),
+    ),
+    "INSERT rows and frontiers": (
+        ("store.py", "_insert"),
+        ("database.py", "execute<-_write"),
+        ("database.py", "write_and_commit-commit"),
+    ),
+    "COMMIT": (("database.py", "commit<-_write"), ("database.py", "commit<-write_and_commit")),
+    "waking the waiters": (
+        ("_base.py", "set_result"),
+        ("_base.py", "set_running_or_notify_cancel"),
+        ("store.py", "_settle"),
+    ),
+}
+STAGE_PARTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "request record (stage)": (("stage.py", "record_request"),),
+    "completion record (stage)": (("stage.py", "record_outcome"),),
+}
+
+
+def _part_seconds(stats: pstats.Stats, spec: tuple[tuple[str, str], ...]) -> float:
+    """Seconds spent in a part: inclusive time of its functions (``name:self`` for a
+    function's own time, ``name<-caller`` for the time of calls from ``caller`` only,
+    ``name-callee`` for its time less that of its calls of ``callee``)."""
+    total = 0.0
+    table = stats.stats  # type: ignore[attr-defined]
+    for (filename, _, function), (_, _, own, inclusive, callers) in table.items():
+        for file_suffix, wanted in spec:
+            if not filename.endswith(file_suffix):
+                continue
+            name, _, caller = wanted.partition("<-")
+            name, _, callee = name.partition("-")
+            name, _, mode = name.partition(":")
+            if function != name:
+                continue
+            if caller:
+                total += sum(
+                    times[3] for (_, _, calling), times in callers.items() if calling == caller
+                )
+            elif callee:
+                total += inclusive - _called_from(table, callee, function)
+            else:
+                total += own if mode == "self" else inclusive
+    return total
+
+
+def _called_from(table: dict[Any, Any], callee: str, caller: str) -> float:
+    """Inclusive seconds of ``callee``'s calls made by ``caller``."""
+    return float(
+        sum(
+            times[3]
+            for (_, _, function), (*_, callers) in table.items()
+            if function == callee
+            for (_, _, calling), times in callers.items()
+            if calling == caller
+        )
+    )
+
+
+def _writer_clock() -> int:
+    """The CPU clock of the audit writer thread (started by the store)."""
+    for thread in threading.enumerate():
+        if thread.name == "audit-writer" and thread.ident is not None:
+            return time.pthread_getcpuclockid(thread.ident)
+    raise RuntimeError("no audit writer thread")
+
+
+def stage_cpu(
+    folder: Path, count: int, in_flight: int, dsn: str | None, *, profile: bool
+) -> tuple[float, float, dict[str, float]]:
+    """CPU seconds per request of the event loop's thread and of the writer thread, for
+    requests through the real audit stage (request record awaited, then the completion
+    record awaited); with ``profile``, the seconds per request of each part (cProfile,
+    thread CPU time: its own overhead inflates them, so only their shares are used)."""
+    name = f"cpu-{in_flight}-{secrets.token_hex(3)}"
+    store = open_store(folder, name, "FULL", dsn)
+    master = MasterKey(MasterKey.generate())
+    stage = TrailAudit(store, Spool(folder / f"{name}.spool", master))
+    writer_profile = cProfile.Profile(time.thread_time)
+    warm = [gateway_context(number) for number in range(64)]
+    contexts = [gateway_context(number) for number in range(64, 64 + count)]
+
+    async def run(batch: list[RequestContext]) -> None:
+        queue = iter(batch)
+
+        async def worker() -> None:
+            for ctx in queue:
+                await stage.record_request(ctx)
+                await stage.record_outcome(ctx, Outcome.FORWARDED, 200)
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+
+    main_profile = cProfile.Profile(time.thread_time)
+    parts: dict[str, float] = {}
+    try:
+        asyncio.run(run(warm))
+        clock = _writer_clock()
+        if profile:
+            _profile_writer(store, writer_profile)
+        main_before, writer_before = time.thread_time(), time.clock_gettime(clock)
+        if profile:
+            main_profile.enable()
+        asyncio.run(run(contexts))
+        if profile:
+            main_profile.disable()
+        main = (time.thread_time() - main_before) / count
+        writer = (time.clock_gettime(clock) - writer_before) / count
+    finally:
+        store.close()
+    if profile:
+        for stats, table in (
+            (pstats.Stats(writer_profile), WRITER_PARTS),
+            (pstats.Stats(main_profile), STAGE_PARTS),
+        ):
+            for part, spec in table.items():
+                parts[part] = _part_seconds(stats, spec) / count
+        for label, measured in (("writer", writer_profile), ("main", main_profile)):
+            table = pstats.Stats(measured).stats  # type: ignore[attr-defined]
+            parts[f"{label} (profiled)"] = sum(row[2] for row in table.values()) / count
+    return main, writer, parts
+
+
+def _profile_writer(store: AuditStore, profile: cProfile.Profile) -> None:
+    """Profile the writer thread from its next batch on (set from inside that thread)."""
+    done = threading.Event()
+
+    def enable() -> None:
+        profile.enable()
+        done.set()
+
+    # A probe runs on the writer thread between batches: wrap it to switch profiling on.
+    original = store._probe
+
+    def probe_then_enable(probe: Any) -> None:
+        enable()
+        store._probe = original  # type: ignore[method-assign]
+        original(probe)
+
+    store._probe = probe_then_enable  # type: ignore[method-assign]
+    store.probe().result(timeout=60)
+    done.wait(timeout=60)
+
+
+def cpu_child(args: argparse.Namespace) -> None:
+    """One CPU measurement in this process, printed as one JSON line (``--cpu-child``)."""
+    import json
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="localgate-audit-bench-") as name:
+        for profile in (False, True):
+            with contextlib.ExitStack() as stack:
+                dsn = None
+                if args.cpu_store == "postgres":
+                    # A schema each: every store has a master key of its own.
+                    dsn = stack.enter_context(postgres_schema(args.postgres_dsn))
+                    if dsn is None:
+                        print(json.dumps(None))
+                        return
+                results.append(
+                    stage_cpu(
+                        Path(name), args.cpu_requests, args.cpu_in_flight, dsn, profile=profile
+                    )
+                )
+    (main, writer, _), (_, _, parts) = results
+    print(json.dumps({"main": main, "writer": writer, "parts": parts}))
+
+
+CpuRow = tuple[str, str, int, dict[str, float]]
+
+
+def cpu_compare(args: argparse.Namespace) -> list[CpuRow]:
+    """Each (store, in flight) measured ``--cpu-rounds`` times in child processes,
+    alternating this checkout's code with ``--baseline-src`` (if given); medians."""
+    import json
+    import sys
+
+    here = Path(__file__).resolve().parent.parent
+    versions = {"after": str(here / "src")}
+    if args.baseline_src:
+        versions = {"before": str(Path(args.baseline_src).resolve()), **versions}
+    rows: list[CpuRow] = []
+    for store in ("sqlite", "postgres"):
+        for in_flight in (1, 64):
+            measured: dict[str, list[dict[str, Any]]] = {label: [] for label in versions}
+            for _ in range(args.cpu_rounds):
+                for label, source in versions.items():
+                    child = subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "bench.audit",
+                            "--cpu-child",
+                            "--out",
+                            "-",
+                            "--cpu-store",
+                            store,
+                            "--cpu-in-flight",
+                            str(in_flight),
+                            "--cpu-requests",
+                            str(args.cpu_requests),
+                            "--postgres-dsn",
+                            args.postgres_dsn,
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        cwd=here,
+                        env={**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{here}"},
+                    )
+                    result = json.loads(child.stdout.strip().splitlines()[-1])
+                    if result is not None:
+                        measured[label].append(result)
+            for label, results in measured.items():
+                if not results:
+                    continue
+                row = _median_cpu(results)
+                rows.append((store, label, in_flight, row))
+                print(
+                    f"audit cpu: {store} {label} in flight {in_flight}: "
+                    f"main {row['main'] * 1e6:.0f} µs, writer {row['writer'] * 1e6:.0f} µs"
+                )
+    return rows
+
+
+def _median_cpu(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Median totals, and each part as its share of the profiled thread times the
+    unprofiled thread's median CPU."""
+    row = {
+        "main": statistics.median(r["main"] for r in results),
+        "writer": statistics.median(r["writer"] for r in results),
+    }
+    for part in (*WRITER_PARTS, *STAGE_PARTS):
+        thread = "writer" if part in WRITER_PARTS else "main"
+        shares = [r["parts"].get(part, 0.0) / r["parts"][f"{thread} (profiled)"] for r in results]
+        row[part] = statistics.median(shares) * row[thread]
+    return row
+
+
+def cpu_section(args: argparse.Namespace, rows: list[CpuRow]) -> list[str]:
+    """The Markdown section on CPU per request."""
+    labels = [label for label in ("before", "after") if any(row[1] == label for row in rows)]
+    columns = [
+        (store, label, flight)
+        for store in ("sqlite", "postgres")
+        for flight in (1, 64)
+        for label in labels
+    ]
+    table = {(store, label, flight): row for store, label, flight, row in rows}
+    present = [c for c in columns if c in table]
+    names = {"sqlite": "SQLite full", "postgres": "PostgreSQL"}
+    header = (
+        "| µs of CPU per request | "
+        + " | ".join(
+            f"{names[s]}, {f} in flight{', ' + label if len(labels) > 1 else ''}"
+            for s, label, f in present
+        )
+        + " |"
+    )
+    lines = [
+        "## CPU per request",
+        "",
+        f"`python -m bench.audit --cpu-only --out …` with {args.cpu_requests:,} requests per "
+        f"run, the median of {args.cpu_rounds} runs"
+        + (
+            f", each version in its own process, alternating (*before*: the code in "
+            f"`{args.baseline_src}`; *after*: this checkout's)"
+            if len(labels) > 1
+            else ""
+        )
+        + ". A request is the real audit stage (`TrailAudit`) on a request context like the "
+        f"gateway's: a {len(DENSE_SENT.encode())}-byte redacted prompt with 13 placeholders, "
+        "its original text HMAC'd, the request record awaited, then the completion record "
+        f"({len(DENSE_ANSWER)}-byte answer) awaited. *Event loop* and *writer* are the CPU "
+        "time of those two threads (their CPU clocks, so other load on the machine does not "
+        "count); the parts are each one's share in a cProfile run (thread CPU time) times "
+        "the unprofiled total: indicative, as the profiler weighs many small calls more.",
+        "",
+        header,
+        "|---|" + "---:|" * len(present),
+    ]
+    body = [
+        ("event loop thread, total", "main"),
+        *((p, p) for p in STAGE_PARTS),
+        ("writer thread, total", "writer"),
+        *((p, p) for p in WRITER_PARTS),
+    ]
+    for title, key in body:
+        cells = " | ".join(f"{table[c][key] * 1e6:.1f}" for c in present)
+        bold = "**" if key in ("main", "writer") else ""
+        lines.append(f"| {bold}{title}{bold} | {cells} |")
+    lines.append("")
+    return lines
+
+
+def cpu_only(args: argparse.Namespace) -> None:
+    """Only the CPU per request, as a Markdown section in ``--out``."""
+    rows = cpu_compare(args)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = cpu_section(args, rows)
+    lines.insert(
+        2,
+        f"On {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, localgate at {commit or 'unknown'}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end.\n",
+    )
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"audit: wrote {args.out}")
+
+
 def main() -> None:
     """Run every measurement and write the report."""
     parser = argparse.ArgumentParser(prog="python -m bench.audit")
@@ -256,7 +656,23 @@ def main() -> None:
         action="store_true",
         help="measure only the completion record awaited against not awaited",
     )
+    parser.add_argument("--cpu-only", action="store_true", help="measure only CPU per request")
+    parser.add_argument("--cpu-requests", type=int, default=2_048)
+    parser.add_argument("--cpu-rounds", type=int, default=3)
+    parser.add_argument(
+        "--baseline-src",
+        help="another checkout's src/ to measure beside this one (--cpu-only), alternating",
+    )
+    parser.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-store", choices=("sqlite", "postgres"), help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-in-flight", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cpu_child:
+        cpu_child(args)
+        return
+    if args.cpu_only:
+        cpu_only(args)
+        return
     if args.completion_only:
         completion_only(args)
         return

@@ -9,8 +9,8 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,18 +50,18 @@ def test_refused_completion_is_spooled_encrypted_and_written_later(
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
     stage = TrailAudit(store, spool)
-    working = store.submit
+    working = store.append
 
-    def refusing(record: PendingRecord) -> Future[Receipt]:
-        future: Future[Receipt] = Future()
+    def refusing(record: PendingRecord) -> asyncio.Future[Receipt]:
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
         future.set_exception(OSError("database is locked"))
         return future
 
     async def scenario() -> int:
-        monkeypatch.setattr(store, "submit", refusing)
+        monkeypatch.setattr(store, "append", refusing)
         await stage.record_outcome(context("r1"), Outcome.FORWARDED, 200)
         await stage.record_outcome(context("r2"), Outcome.UPSTREAM_ERROR, 503)
-        monkeypatch.setattr(store, "submit", working)
+        monkeypatch.setattr(store, "append", working)
         return await stage.retry_spooled()
 
     assert asyncio.run(scenario()) == 2
@@ -112,8 +112,8 @@ class FullDisk:
         self.full = False
 
 
-def refusing(record: PendingRecord) -> Future[Receipt]:
-    future: Future[Receipt] = Future()
+def refusing(record: PendingRecord) -> asyncio.Future[Receipt]:
+    future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
     future.set_exception(sqlite3.OperationalError("database or disk is full"))
     return future
 
@@ -134,17 +134,17 @@ def test_a_completion_written_nowhere_withholds_the_answer_and_refuses_requests_
     monkeypatch.setattr(spool, "_append", lambda line: disk.append(spool, line))
     metrics = GatewayMetrics()
     stage = TrailAudit(store, spool, metrics=metrics)
-    working = store.submit
+    working = store.append
 
     async def scenario() -> None:
         await stage.record_request(context("r1"))
-        monkeypatch.setattr(store, "submit", refusing)
+        monkeypatch.setattr(store, "append", refusing)
         with pytest.raises(ServiceUnavailable, match="withheld"):
             await stage.record_outcome(context("r1"), Outcome.FORWARDED, 200)
         assert stage.held == 1
         assert metric(metrics, "localgate_audit_completions_unrecorded_total") == 1
         assert metric(metrics, "localgate_audit_completions_held") == 1
-        monkeypatch.setattr(store, "submit", working)  # the database has room again ...
+        monkeypatch.setattr(store, "append", working)  # the database has room again ...
         with pytest.raises(ServiceUnavailable, match="refusing requests"):
             await stage.record_request(context("r2"))  # ... but r1's completion waits
         assert await stage.retry_held() == 1
@@ -178,17 +178,17 @@ def test_a_stream_completion_written_nowhere_is_held_as_it_was(
     disk = FullDisk()
     monkeypatch.setattr(spool, "_append", lambda line: disk.append(spool, line))
     stage = TrailAudit(store, spool)
-    working = store.submit
+    working = store.append
 
     async def scenario() -> int:
-        monkeypatch.setattr(store, "submit", refusing)
+        monkeypatch.setattr(store, "append", refusing)
         # Every event has gone out already: nothing to withhold, nothing raised.
         await stage.record_outcome(context("s1"), Outcome.FORWARDED, 200, answer_sent=True)
         assert stage.held == 1
         disk.free()  # the spool's disk has room before the database does
         written = await stage.retry_held()
         assert stage.held == 0
-        monkeypatch.setattr(store, "submit", working)
+        monkeypatch.setattr(store, "append", working)
         return written + await stage.retry_spooled()
 
     assert asyncio.run(scenario()) == 2
@@ -255,7 +255,7 @@ class GatedWriter:
         self._gate = threading.Event()
         self._write = store._write
 
-    def write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+    def write(self, batch: list[tuple[PendingRecord, Any]]) -> None:
         self.entered.set()
         self._gate.wait(timeout=30)
         self._write(batch)
@@ -317,9 +317,38 @@ def test_a_waiter_that_gave_up_does_not_stop_the_writer(
     assert kept == ["r1", "r2", "r3"]  # asked for, so written, even if nobody waits
 
 
+def test_a_loop_waiter_that_gave_up_does_not_stop_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, store = audit_store(tmp_path)
+    writer = GatedWriter(store)
+    monkeypatch.setattr(store, "_write", writer.write)
+    store.start()
+
+    async def scenario() -> tuple[Receipt, Receipt, Receipt]:
+        first = store.append(PendingRecord("acme", "request", "r1", {}))
+        await asyncio.to_thread(writer.entered.wait, 30)
+        abandoned = store.append(PendingRecord("acme", "request", "r2", {}))
+        also_written = store.append(PendingRecord("acme", "request", "r3", {}))
+        abandoned.cancel()  # its request was cancelled while the record waited
+        writer.open()
+        later = await store.append(PendingRecord("acme", "request", "r4", {}))
+        return await first, await also_written, later
+
+    first, also_written, later = asyncio.run(scenario())
+    reader = store.reader()
+    kept = [r.request_id for r in reader.records("acme")]
+    reader.close()
+    store.close()
+
+    assert (first.seq, also_written.seq, later.seq) == (0, 2, 3)
+    assert kept == ["r1", "r2", "r3", "r4"]  # asked for, so written, even if nobody waits
+
+
 APPENDER = """
 import sys
 from pathlib import Path
+from typing import Any
 from localgate.audit.crypto import MasterKey
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool

@@ -3,10 +3,10 @@ as the traffic says, and no client can grow the set of label values."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import sqlite3
 import threading
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -278,20 +278,20 @@ def test_a_completion_record_the_store_refuses_shows_in_the_spool_until_it_is_re
         real_commit(db)
 
     monkeypatch.setattr(SqliteDatabase, "commit", commit)
-    original_submit = AuditStore.submit
+    original_append = AuditStore.append
 
-    def submit(store: AuditStore, record: PendingRecord) -> Future[Receipt]:
+    def append(store: AuditStore, record: PendingRecord) -> asyncio.Future[Receipt]:
         # The request record goes in; the store refuses from the completion record on.
         if record.kind == "answer":
             refusing.set()
-        return original_submit(store, record)
+        return original_append(store, record)
 
-    monkeypatch.setattr(AuditStore, "submit", submit)
+    monkeypatch.setattr(AuditStore, "append", append)
     with run_gateway(data, upstream.base_url) as gateway:
         answered = generate(gateway, gateway.key)
         _, spooled = scrape(gateway)
         refusing.clear()
-        monkeypatch.setattr(AuditStore, "submit", original_submit)
+        monkeypatch.setattr(AuditStore, "append", original_append)
         wait_until(lambda: value(scrape(gateway)[1], "localgate_audit_spool_records") == 0)
         _, drained = scrape(gateway)
 

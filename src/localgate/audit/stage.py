@@ -106,7 +106,7 @@ class TrailAudit:
             user=ctx.end_user,
         )
         try:
-            await asyncio.wrap_future(self._store.submit(record))
+            await self._store.append(record)
         except Exception as exc:
             logger.exception("audit record for %s could not be written", ctx.request_id)
             raise ServiceUnavailable(
@@ -171,7 +171,7 @@ class TrailAudit:
     async def _write_completion(self, record: PendingRecord, *, answer_sent: bool) -> bool:
         """Store, else spool, else hold ``record``; whether it is durable now."""
         try:
-            await asyncio.wrap_future(self._store.submit(record))
+            await self._store.append(record)
         except Exception as exc:  # noqa: BLE001 - the spool is next
             logger.error(
                 "audit completion for %s refused by the store: %s",
@@ -220,7 +220,7 @@ class TrailAudit:
         while self._held:
             record = self._held[0]
             try:
-                await asyncio.wrap_future(self._store.submit(record))
+                await self._store.append(record)
             except Exception:  # noqa: BLE001 - try the spool, then keep holding it
                 if not await self._spool_record(record):
                     break
@@ -240,7 +240,7 @@ class TrailAudit:
             written = 0
             for record in pending:
                 try:
-                    await asyncio.wrap_future(self._store.submit(record))
+                    await self._store.append(record)
                 except Exception:  # noqa: BLE001 - keep it spooled and try again later
                     break
                 written += 1

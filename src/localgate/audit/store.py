@@ -6,6 +6,11 @@ its tenant, encrypts it, appends its leaf to the tenant's Merkle frontier and st
 both; then one COMMIT makes the whole batch durable. Callers wait on a future: a
 request record's future resolves only once its batch is on disk.
 
+The gateway's event loop waits through ``append``: its futures live on the loop, and the
+writer wakes the loop once per batch to settle all of them (not once per record, each
+through a future of another thread: that was most of the audit trail's CPU on the event
+loop's thread, and a fifth of the writer's).
+
 The frontier is read back inside every transaction, so a row that someone inserted by
 hand makes the next insert fail loudly (and the gateway refuse requests) instead of
 forking the log.
@@ -13,6 +18,8 @@ forking the log.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import queue
@@ -43,9 +50,14 @@ __all__ = [
 logger = logging.getLogger("localgate.audit")
 
 _MAX_BATCH = 1024
-# Rows per INSERT statement: 9 parameters each, well under SQLite's 32,766 and
-# PostgreSQL's 65,535 parameters per statement.
-_ROWS_PER_INSERT = 256
+_INSERT_RECORD = (
+    "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, payload, "
+    "original, leaf_hash) VALUES (?,?,?,?,?,?,?,?,?)"
+)
+_UPDATE_FRONTIER = (
+    "INSERT INTO audit_frontier (tenant, size, state) VALUES (?,?,?) "
+    "ON CONFLICT (tenant) DO UPDATE SET size=excluded.size, state=excluded.state"
+)
 # Read as bytes whatever type a row was altered to: a tampered row must be reported,
 # not crash the verifier.
 _BLOBS = (
@@ -90,7 +102,10 @@ class _Probe:
     commit: bool
 
 
-_Item = tuple[PendingRecord, Future[Receipt]] | _Probe
+# Who waits for a record: a future of any thread (``submit``), or one of an event loop
+# (``append``), settled on that loop.
+_Waiter = Future[Receipt] | asyncio.Future[Receipt]
+_Item = tuple[PendingRecord, _Waiter] | _Probe
 
 
 def _describe(exc: BaseException) -> str:
@@ -120,6 +135,9 @@ class AuditStore:
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._forget = threading.Event()
+        # The AEAD of each data key in use, by key id (the writer thread's; dropped with
+        # the keyring's cache).
+        self._sealers: dict[str, Callable[[bytes, bytes], bytes]] = {}
         # Why the last batch failed (None once one succeeds): read by readiness.
         self.last_failure: str | None = None
         # Told each batch's size and the seconds it took to write (on the writer thread).
@@ -160,6 +178,19 @@ class AuditStore:
             self._queue.put((record, future))
         return future
 
+    def append(self, record: PendingRecord) -> asyncio.Future[Receipt]:
+        """Queue a record from the running event loop; the future resolves on that loop
+        when the record is durable (or fails).
+
+        Cancelling the future does not withdraw the record: it is written all the same.
+        """
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        if not self.writer_alive:
+            future.set_exception(RuntimeError("the audit writer is not running"))
+        else:
+            self._queue.put((record, future))
+        return future
+
     def probe(self, *, commit: bool = False) -> Future[None]:
         """Check, on the writer thread between batches, that the store can be written.
 
@@ -180,7 +211,7 @@ class AuditStore:
             item = self._queue.get()
             if item is None:
                 return
-            batch: list[tuple[PendingRecord, Future[Receipt]]] = []
+            batch: list[tuple[PendingRecord, _Waiter]] = []
             probes: list[_Probe] = []
             stop = False
             while True:
@@ -240,59 +271,57 @@ class AuditStore:
         """Drop unwrapped data keys from memory (after retention destroyed some)."""
         self._forget.set()
 
-    def _write(self, batch: list[tuple[PendingRecord, Future[Receipt]]]) -> None:
+    def _write(self, batch: list[tuple[PendingRecord, _Waiter]]) -> None:
         # A future whose waiter was cancelled cannot take a result; its record is
         # written all the same (it was asked for), only nobody hears where it landed.
-        waiting = [future.set_running_or_notify_cancel() for _, future in batch]
+        waiting = [
+            waiter.set_running_or_notify_cancel() if isinstance(waiter, Future) else True
+            for _, waiter in batch
+        ]
         if self._forget.is_set():
             self._forget.clear()
-            self.keyring.forget()
+            self._forget_keys_now()
         receipts: list[Receipt] = []
         try:
-            self._db.begin()
-            self._db.lock_logs([record.tenant for record, _ in batch])
+            stored = self._db.open_logs([record.tenant for record, _ in batch])
             frontiers: dict[str, Frontier] = {}
             rows: list[tuple[Any, ...]] = []
-            now = datetime.now(UTC)
+            now = _Now(datetime.now(UTC), self._key_period)
             for record, _ in batch:
                 frontier = frontiers.get(record.tenant)
                 if frontier is None:
-                    frontier = frontiers[record.tenant] = self._frontier(record.tenant)
+                    state = stored.get(record.tenant)
+                    frontier = frontiers[record.tenant] = (
+                        Frontier(self.hasher)
+                        if state is None
+                        else Frontier.from_bytes(self.hasher, state)
+                    )
                 receipts.append(self._append(record, frontier, now, rows))
-            self._insert(rows)
-            for tenant, frontier in frontiers.items():
-                self._db.execute(
-                    "INSERT INTO audit_frontier (tenant, size, state) VALUES (?,?,?) "
-                    "ON CONFLICT (tenant) DO UPDATE SET size=excluded.size, state=excluded.state",
-                    (tenant, frontier.size, frontier.to_bytes()),
-                )
-            self._db.commit()
+            self._db.write_and_commit(
+                [
+                    (_INSERT_RECORD, rows),
+                    (
+                        _UPDATE_FRONTIER,
+                        [(t, f.size, f.to_bytes()) for t, f in frontiers.items()],
+                    ),
+                ]
+            )
         except Exception as exc:
             logger.exception("audit batch of %d records failed", len(batch))
             if self._db.in_transaction:
                 self._db.rollback()
-            self.keyring.forget()
+            self._forget_keys_now()
             self.last_failure = _describe(exc)
-            for (_, future), wanted in zip(batch, waiting, strict=True):
-                if wanted:
-                    future.set_exception(exc)
+            _settle(batch, waiting, None, exc)
             return
         self.last_failure = None
-        for (_, future), wanted, receipt in zip(batch, waiting, receipts, strict=True):
-            if wanted:
-                future.set_result(receipt)
-
-    def _frontier(self, tenant: str) -> Frontier:
-        row = self._db.execute(
-            "SELECT state FROM audit_frontier WHERE tenant=?", (tenant,)
-        ).fetchone()
-        return Frontier.from_bytes(self.hasher, row[0]) if row else Frontier(self.hasher)
+        _settle(batch, waiting, receipts, None)
 
     def _append(
         self,
         record: PendingRecord,
         frontier: Frontier,
-        now: datetime,
+        now: _Now,
         rows: list[tuple[Any, ...]],
     ) -> Receipt:
         seq = frontier.size
@@ -305,7 +334,7 @@ class AuditStore:
             "seq": seq,
             "kind": record.kind,
             "request_id": record.request_id,
-            "time": now.isoformat(timespec="microseconds"),
+            "time": now.stamp,
         }
         if record.prompt is not None or record.user is not None:
             _, mac_key = self.keyring.current(tenant, "hmac", "-")
@@ -315,59 +344,40 @@ class AuditStore:
                 header["user_hmac"] = self.suite.mac(mac_key, record.user.encode()).hex()
         if record.sent is not None:
             header["sent_digest"] = self.suite.digest(record.sent).hex()
-        period = now.strftime("%Y-%m-%d" if self._key_period == "day" else "%Y-%m")
-        payload = self._seal(record.payload, tenant, "payload", period, seq, header)
-        # Original prompts live hours, not days: their keys are hourly, so a 72-hour
-        # window ends within the hour it should.
-        hour = now.strftime("%Y-%m-%dT%H")
-        original = self._seal(record.original, tenant, "prompt", hour, seq, header)
+        payload = original = None
+        if record.payload is not None:
+            payload = self._seal(record.payload, tenant, "payload", now.period, seq, header)
+        if record.original is not None:
+            # Original prompts live hours, not days: their keys are hourly, so a 72-hour
+            # window ends within the hour it should.
+            original = self._seal(record.original, tenant, "prompt", now.hour, seq, header)
         raw = canonical(header)
         leaf = self.hasher.hash_leaf(raw)
         rows.append(
-            (
-                tenant,
-                seq,
-                record.kind,
-                record.request_id,
-                header["time"],
-                raw,
-                payload,
-                original,
-                leaf,
-            )
+            (tenant, seq, record.kind, record.request_id, now.stamp, raw, payload, original, leaf)
         )
         frontier.append(leaf)
         return Receipt(tenant, seq, leaf)
 
-    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert a batch's rows, many per statement.
-
-        One statement per row meant one round trip per record on PostgreSQL, and on
-        SQLite one release of the GIL per record: under CPU load each release can cost
-        the writer a whole switch interval (5 ms) before it runs again.
-        """
-        for start in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[start : start + _ROWS_PER_INSERT]
-            self._db.execute(
-                "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, "  # noqa: S608 - only placeholders are added
-                "payload, original, leaf_hash) VALUES "
-                + ",".join(["(?,?,?,?,?,?,?,?,?)"] * len(chunk)),
-                [value for row in chunk for value in row],
-            )
+    def _forget_keys_now(self) -> None:
+        """Drop unwrapped data keys (and their AEADs) from memory (writer thread)."""
+        self.keyring.forget()
+        self._sealers.clear()
 
     def _seal(
         self,
-        plaintext: bytes | None,
+        plaintext: bytes,
         tenant: str,
         purpose: str,
         period: str,
         seq: int,
         header: dict[str, Any],
-    ) -> bytes | None:
-        if plaintext is None:
-            return None
+    ) -> bytes:
         key_id, key = self.keyring.current(tenant, purpose, period)
-        blob = self.suite.encrypt(key, plaintext, associated_data(tenant, seq, purpose))
+        seal = self._sealers.get(key_id)
+        if seal is None:
+            seal = self._sealers[key_id] = self.suite.sealer(key)
+        blob = seal(plaintext, associated_data(tenant, seq, purpose))
         header[f"{purpose}_key"] = key_id
         header[f"{purpose}_digest"] = self.suite.digest(blob).hex()
         return blob
@@ -394,6 +404,60 @@ class AuditStore:
     def reader(self) -> AuditReader:
         """A read connection (safe beside the writer: WAL readers do not block)."""
         return AuditReader(self._connect())
+
+
+class _Now:
+    """A batch's time, and what records and keys take from it: formatted once a batch."""
+
+    __slots__ = ("hour", "period", "stamp")
+
+    def __init__(self, now: datetime, key_period: str) -> None:
+        self.stamp = now.isoformat(timespec="microseconds")
+        # The payload keys' period (day or month) and the original prompts' hour.
+        self.period = self.stamp[:10] if key_period == "day" else self.stamp[:7]
+        self.hour = self.stamp[:13]
+
+
+def _settle(
+    batch: list[tuple[PendingRecord, _Waiter]],
+    waiting: list[bool],
+    receipts: list[Receipt] | None,
+    error: BaseException | None,
+) -> None:
+    """Tell a batch's waiters where their records landed (``receipts``) or ``error``.
+
+    Futures of an event loop are settled by one callback per loop and batch: one wake-up
+    of that loop instead of one per record.
+    """
+    loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Receipt], Receipt | None]]]
+    loops = {}
+    for index, ((_, waiter), wanted) in enumerate(zip(batch, waiting, strict=True)):
+        receipt = receipts[index] if receipts is not None else None
+        if isinstance(waiter, Future):
+            if not wanted:
+                continue
+            if receipt is not None:
+                waiter.set_result(receipt)
+            elif error is not None:
+                waiter.set_exception(error)
+        else:
+            loops.setdefault(waiter.get_loop(), []).append((waiter, receipt))
+    for loop, settled in loops.items():
+        # A closed loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_on_loop, settled, error)
+
+
+def _settle_on_loop(
+    settled: list[tuple[asyncio.Future[Receipt], Receipt | None]], error: BaseException | None
+) -> None:
+    for future, receipt in settled:
+        if future.done():
+            continue  # cancelled: the record was written all the same
+        if receipt is not None:
+            future.set_result(receipt)
+        elif error is not None:
+            future.set_exception(error)
 
 
 def associated_data(tenant: str, seq: int, purpose: str) -> bytes:
