@@ -20,6 +20,7 @@ from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operator_stores import open_operator_store
 from localgate.adminapi.console import console_routes
+from localgate.adminapi.console_pages import page_routes
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin, PendingLogins
 from localgate.adminapi.operations import OPERATIONS
@@ -97,6 +98,7 @@ def create_admin_app(
             Route("/admin/api/openapi.json", openapi, methods=["GET"]),
             *AdminRoutes(OPERATIONS).routes(),
             *console_routes(),
+            *page_routes(),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_exception},
