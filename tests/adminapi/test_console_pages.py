@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import re
 from contextlib import closing
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from localgate.admin.audit import AuditAdmin
-from localgate.admin.operators import Role
+from localgate.admin.operators import OperatorAdmin, Role
 from localgate.adminapi.console import CONSOLE_CSP, TEXT
 from localgate.adminapi.console_pages import PAGE_TEXT
-from tests.adminapi.conftest import PASSWORD, AdminApi
+from localgate.secret import Secret
+from localgate.testing import FakeGemini
+from tests.adminapi.conftest import PASSWORD, AdminApi, FakeClock, gateway_and_admin
 from tests.adminapi.test_console import _hidden, console
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 PAGES = [
     "/tenants/acme/policy",
@@ -122,22 +124,61 @@ def test_the_policy_page_shows_the_effective_policy(admin_api: AdminApi) -> None
     assert "不限" in chinese
 
 
-def test_the_usage_page_counts_the_limits_windows(admin_api: AdminApi) -> None:
-    client, _ = console(admin_api, Role.TENANT_ADMIN)
+def test_the_usage_page_shows_what_the_limits_backend_counted(
+    fake_upstream: FakeGemini, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    fake_upstream.reset()
+    limits = "{requests_per_minute: 50, tokens_per_day: 100000, concurrent_requests: 4}"
+    servers = gateway_and_admin(
+        tmp_path_factory.mktemp("limited"),
+        fake_upstream.base_url,
+        FakeClock(),
+        f"tenants:\n  acme:\n    limits: {limits}\n",
+    )
+    with servers as (gateway, base_url), httpx.Client(timeout=INFRASTRUCTURE_TIMEOUT_S) as http:
+        for _ in range(3):
+            answer = http.post(
+                gateway.base_url + "/v1beta/models/gemini-2.5-flash:generateContent",
+                headers={"x-goog-api-key": gateway.key},
+                json={"contents": [{"parts": [{"text": "hi"}]}]},
+            )
+            assert answer.status_code == 200, answer.text
+        with OperatorAdmin(gateway.settings.state_db_path) as operators:
+            operators.create_user("owner", Role.TENANT_ADMIN, Secret(PASSWORD), "acme")
+            token = operators.create_token(Role.VIEWER).token.reveal()
+        counted = http.get(
+            base_url + "/admin/api/v1/tenants/acme/limits",
+            headers={"authorization": f"Bearer {token}"},
+        ).json()
+        api = AdminApi(base_url, gateway.settings, FakeClock(), {}, {}, {}, gateway)
+        client, _ = console(api, Role.TENANT_ADMIN, name="owner")
+        with closing(client):
+            page = client.get("/admin/tenants/acme/usage").text
+
+    rows = {row["limit"]: row for row in counted["limits"]}
+    assert counted["backend"] == "memory"
+    assert (rows["requests_per_minute"]["used"], rows["requests_per_minute"]["value"]) == (3, 50)
+    assert 0 < rows["requests_per_minute"]["resets_in_s"] <= 60
+    assert rows["tokens_per_day"]["used"] > 0
+    assert rows["tokens_per_minute"]["value"] is None
+    assert (rows["concurrent_requests"]["used"], rows["concurrent_requests"]["value"]) == (0, 4)
+    row = page.split('id="limit-requests_per_minute"')[1].split("</tr>")[0]
+    assert '<td class="num">3</td>' in row
+    assert '<td class="num">50</td>' in row
+    assert '<meter min="0" max="50" value="3">' in row
+    day = page.split('id="limit-tokens_per_day"')[1].split("</tr>")[0]
+    assert f'<td class="num">{rows["tokens_per_day"]["used"]}</td>' in day
+    assert "this process" in page  # which backend counted, and what that means
+    assert '<strong id="requests-total">3</strong>' in page
+
+
+def test_without_limits_nothing_is_counted_and_the_page_says_so(admin_api: AdminApi) -> None:
+    client, _ = console(admin_api, Role.VIEWER)
     with closing(client):
         page = client.get("/admin/tenants/acme/usage").text
-    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    with admin_api.client(Role.SECURITY) as api:
-        today = api.get(
-            "/admin/api/v1/tenants/acme/usage", params={"since": day.isoformat()}
-        ).json()
-        total = api.get("/admin/api/v1/tenants/acme/usage").json()
-    tokens_today = sum(m["total_tokens"] for m in today["models"].values())
-    row = page.split('id="limit-tokens_per_day"')[1].split("</tr>")[0]
-    if today["requests"]:  # unless the day turned since the requests were made
-        assert f'<td class="num">{tokens_today}</td>' in row
+    row = page.split('id="limit-requests_per_minute"')[1].split("</tr>")[0]
     assert "no limit" in row
-    assert f'<strong id="requests-total">{total["requests"]}</strong>' in page
+    assert 'id="backend"' in page
 
 
 def test_clearing_the_cache_asks_first_needs_csrf_and_is_on_the_trail(

@@ -27,6 +27,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "listKeys": frozenset({S, T, V}),
     "createKey": frozenset({S, T}),
     "tenantUsage": frozenset({A, S, T, V}),
+    "tenantLimits": frozenset({A, S, T, V}),
     "revokeKey": frozenset({S, T}),
     "searchAudit": frozenset({AU}),
     "getRequestRecords": frozenset({AU}),
@@ -69,6 +70,7 @@ def request_for(operation_id: str, api: AdminApi, tenant: str = "acme") -> dict[
         },
         "revokeKey": {"method": "DELETE", "url": f"/keys/{NO_SUCH_ID}"},
         "tenantUsage": {"method": "GET", "url": f"/tenants/{tenant}/usage"},
+        "tenantLimits": {"method": "GET", "url": f"/tenants/{tenant}/limits"},
         "searchAudit": {"method": "GET", "url": "/audit/records", "params": {"tenant": tenant}},
         "getRequestRecords": {"method": "GET", "url": f"/audit/requests/{request_id}"},
         "decryptRequest": {

@@ -10,7 +10,7 @@ from localgate.errors import ResourceExhausted, ServiceUnavailable
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Settlement
 from localgate.limits import LimitsUnavailable, MemoryBackend, ScopeLimits, TenantLimiter, Waiting
-from localgate.limits.backend import Admission
+from localgate.limits.backend import Admission, ScopeUsage
 from localgate.observability import GatewayMetrics
 from tests.limits.conftest import Clock, request
 
@@ -235,6 +235,9 @@ class _Down:
         tokens: int | None,
         refund_request: bool,
     ) -> None:
+        raise LimitsUnavailable("connection refused")
+
+    async def usage(self, scope: str) -> ScopeUsage:
         raise LimitsUnavailable("connection refused")
 
     async def close(self) -> None:

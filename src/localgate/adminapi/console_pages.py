@@ -12,7 +12,6 @@ the answer to the POST that made it. Lists are cut into pages on the server.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,7 +31,7 @@ from localgate.adminapi.logins import OIDC_COOKIE
 from localgate.adminapi.operations import creatable_roles
 from localgate.adminapi.permissions import Permission
 from localgate.adminapi.routing import API_PREFIX
-from localgate.errors import InvalidArgument, NotFound, PermissionDenied
+from localgate.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 
 __all__ = ["PAGE_TEXT", "page_routes"]
 
@@ -77,12 +76,16 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "tokens_per_minute": "Tokens per minute",
         "tokens_per_day": "Tokens per day",
         "concurrent_requests": "Concurrent requests",
-        "this_minute": "this minute (UTC)",
-        "today": "today (UTC)",
-        "in_flight": "in flight: not on record",
-        "usage_note": (
-            "Used: the tenant's completed requests on the audit trail, counted in the "
-            "windows the limits count in; requests still under way are not on it yet."
+        "resets_in": "Window resets in (s)",
+        "in_flight": "in flight now",
+        "backend_memory": (
+            "Counted by the gateway in this process (limits.backend: memory): other "
+            "replicas count their own."
+        ),
+        "backend_redis": "Counted in Redis (limits.backend: redis), across every replica.",
+        "not_running": (
+            "No gateway runs in this process: its counters cannot be read here; the "
+            "requests on record follow."
         ),
         "usage": "Usage and limits",
         "all_time": "On record",
@@ -170,12 +173,11 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "tokens_per_minute": "每分钟令牌数",
         "tokens_per_day": "每天令牌数",
         "concurrent_requests": "并发请求数",
-        "this_minute": "本分钟（UTC）",
-        "today": "今天（UTC）",
-        "in_flight": "进行中：无记录",
-        "usage_note": (
-            "已用：审计记录中该租户已完成的请求，按限额的时间窗口计算；进行中的请求尚未记录。"
-        ),
+        "resets_in": "窗口重置倒计时（秒）",
+        "in_flight": "当前进行中",
+        "backend_memory": "由本进程中的网关计数（limits.backend: memory）：其他副本各自计数。",
+        "backend_redis": "在 Redis 中计数（limits.backend: redis），涵盖所有副本。",
+        "not_running": "本进程中没有运行网关，无法读取其计数；以下是审计记录中的请求。",
         "usage": "用量与限额",
         "all_time": "全部记录",
         "prompt_tokens": "提示令牌",
@@ -269,41 +271,22 @@ async def policy_page(page: Page) -> Response:
     return _render(page, "policy.html.j2", tenant=tenant, policy=tenant.policy)
 
 
-def _limit_rows(policy: Any, minute: Any, day: Any) -> list[dict[str, Any]]:
-    limits = policy.limits
-    minute_tokens = sum(m.total_tokens for m in minute.models.values())
-    day_tokens = sum(m.total_tokens for m in day.models.values())
-    return [
-        {"name": "requests_per_minute", "limit": limits.requests_per_minute,
-         "used": minute.requests, "window": "this_minute"},
-        {"name": "tokens_per_minute", "limit": limits.tokens_per_minute,
-         "used": minute_tokens, "window": "this_minute"},
-        {"name": "tokens_per_day", "limit": limits.tokens_per_day,
-         "used": day_tokens, "window": "today"},
-        {"name": "concurrent_requests", "limit": limits.concurrent_requests,
-         "used": None, "window": "in_flight"},
-    ]  # fmt: skip
-
-
 async def usage_page(page: Page) -> Response:
     await page.login()
     _refuse(page, Permission.USAGE_READ, "see usage")
     name = page.request.path_params["tenant"]
     [tenant] = (await page.call("getTenant", path={"tenant": name})).tenants
-    # The limits count in fixed windows: the current minute and the current day (UTC).
-    now = datetime.now(UTC)
-    minute_start = now.replace(second=0, microsecond=0)
-    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    path = {"tenant": name}
-    minute = await page.call("tenantUsage", path=path, query={"since": minute_start})
-    day = await page.call("tenantUsage", path=path, query={"since": day_start})
-    total = await page.call("tenantUsage", path=path)
+    try:
+        counted = await page.call("tenantLimits", path={"tenant": name})
+    except FailedPrecondition:
+        counted = None  # no gateway in this process: nothing counted here
+    total = await page.call("tenantUsage", path={"tenant": name})
     return _render(
         page,
         "usage.html.j2",
         tenant=tenant,
         limits=tenant.policy.limits,
-        rows=_limit_rows(tenant.policy, minute, day),
+        counted=counted,
         total=total,
     )
 

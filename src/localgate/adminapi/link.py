@@ -2,9 +2,10 @@
 
 ``localgate serve`` hands the data plane's lifespan state to a ``GatewayLink`` once the
 gateway has started (``create_app(..., on_started=link.attach)``); the admin API then
-reads the upstreams and their circuit breakers and asks the configuration reloader for a
-reload, on the event loop both servers share. Without a gateway in the process (the
-admin app on its own, in tests) these operations answer that nothing is running.
+reads the upstreams and their circuit breakers and the limits' counters, and asks the
+configuration reloader for a reload, on the event loop both servers share. Without a
+gateway in the process (the admin app on its own, in tests) these operations answer that
+nothing is running.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from localgate.errors import FailedPrecondition
+from localgate.limits import TenantLimiter
 from localgate.policy.reload import ConfigReloader
 from localgate.upstream.dispatcher import UpstreamDispatcher
 from localgate.upstream.router import Router
@@ -21,12 +23,13 @@ __all__ = ["GatewayLink"]
 
 
 class GatewayLink:
-    """The running gateway's reloader, router and dispatcher, once it has started."""
+    """The running gateway's reloader, router, dispatcher and limiter, once it has started."""
 
     def __init__(self) -> None:
         self.reloader: ConfigReloader | None = None
         self.router: Router | None = None
         self.dispatcher: UpstreamDispatcher | None = None
+        self.limiter: TenantLimiter | None = None
 
     def attach(self, state: Mapping[str, Any]) -> None:
         """Take what the admin API needs from the data plane's lifespan state."""
@@ -37,6 +40,8 @@ class GatewayLink:
         self.reloader = reloader if isinstance(reloader, ConfigReloader) else None
         self.router = router if isinstance(router, Router) else None
         self.dispatcher = dispatcher if isinstance(dispatcher, UpstreamDispatcher) else None
+        limiter = getattr(pipeline, "limits", None)
+        self.limiter = limiter if isinstance(limiter, TenantLimiter) else None
 
     def running(self) -> tuple[ConfigReloader, Router, UpstreamDispatcher]:
         """The gateway's parts; ``FailedPrecondition`` if no gateway runs in this process."""

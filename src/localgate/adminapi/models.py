@@ -38,6 +38,8 @@ __all__ = [
     "KeyCreate",
     "KeyCreated",
     "KeyList",
+    "LimitUsageOut",
+    "LimitsOut",
     "LoginRequest",
     "LoginResult",
     "OidcCallbackParams",
@@ -448,3 +450,28 @@ class UserCreated(BaseModel):
     """The user created."""
 
     user: UserRecord
+
+
+LimitName = Literal[
+    "requests_per_minute", "tokens_per_minute", "tokens_per_day", "concurrent_requests"
+]
+
+
+class LimitUsageOut(BaseModel):
+    """One of a tenant's limits (``value`` None: no such limit), what the limits backend
+    has counted against it now (requests in flight, for concurrency), and the seconds until
+    its window resets (None: no window open, or concurrency)."""
+
+    limit: LimitName
+    value: int | None
+    used: int
+    resets_in_s: float | None
+
+
+class LimitsOut(BaseModel):
+    """A tenant's limits against the running gateway's counters: ``memory`` counts this
+    process's requests only, ``redis`` every replica's."""
+
+    tenant: str
+    backend: Literal["memory", "redis"]
+    limits: list[LimitUsageOut]

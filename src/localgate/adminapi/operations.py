@@ -39,6 +39,8 @@ from localgate.adminapi.models import (
     KeyCreate,
     KeyCreated,
     KeyList,
+    LimitsOut,
+    LimitUsageOut,
     LoginRequest,
     LoginResult,
     OidcCallbackParams,
@@ -67,7 +69,8 @@ from localgate.adminapi.models import (
 )
 from localgate.adminapi.permissions import GRANTS, Permission
 from localgate.adminapi.routing import Call, Operation
-from localgate.errors import NotFound, PermissionDenied
+from localgate.errors import FailedPrecondition, NotFound, PermissionDenied, ServiceUnavailable
+from localgate.limits import LimitsUnavailable
 from localgate.policy.reload import ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
@@ -134,6 +137,39 @@ async def tenant_usage(call: Call) -> UsageOut:
     return UsageOut(
         tenant=usage.tenant, requests=usage.requests, outcomes=usage.outcomes, models=usage.models
     )
+
+
+async def tenant_limits(call: Call) -> LimitsOut:
+    """A tenant's limits, from the running configuration, against what the gateway's limits
+    backend has counted now."""
+    tenant = call.scope(call.path["tenant"])
+    reloader, _, _ = call.services.link.running()
+    limiter = call.services.link.limiter
+    if limiter is None:
+        raise FailedPrecondition("The running gateway counts no limits (its limits stage is off).")
+    await call.services.in_store_thread(lambda: _tenants(call).get(tenant))  # NotFound
+    limits = reloader.current.for_tenant(tenant).limits
+    try:
+        counted = await limiter.tenant_usage(tenant)
+    except LimitsUnavailable as exc:
+        raise ServiceUnavailable("The limits backend cannot be reached; try again.") from exc
+    windows = (counted.requests_per_minute, counted.tokens_per_minute, counted.tokens_per_day)
+    values = (limits.requests_per_minute, limits.tokens_per_minute, limits.tokens_per_day)
+    names = ("requests_per_minute", "tokens_per_minute", "tokens_per_day")
+    rows = [
+        LimitUsageOut(limit=name, value=value, used=window.used, resets_in_s=window.resets_in_s)
+        for name, value, window in zip(names, values, windows, strict=True)
+    ]
+    rows.append(
+        LimitUsageOut(
+            limit="concurrent_requests",
+            value=limits.concurrent_requests,
+            used=counted.in_flight,
+            resets_in_s=None,
+        )
+    )
+    backend = "redis" if call.services.settings.limits.backend == "redis" else "memory"
+    return LimitsOut(tenant=tenant, backend=backend, limits=rows)
 
 
 # -- cache, configuration, redaction ---------------------------------------------------
@@ -466,6 +502,16 @@ OPERATIONS: tuple[Operation, ...] = (
         tenant_usage,
         UsageOut,
         query=UsageParams,
+        tag="tenants",
+    ),
+    Operation(
+        "GET",
+        "/tenants/{tenant}/limits",
+        "tenantLimits",
+        "Show a tenant's limits and their use.",
+        P.USAGE_READ,
+        tenant_limits,
+        LimitsOut,
         tag="tenants",
     ),
     Operation(

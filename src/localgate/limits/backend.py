@@ -22,7 +22,9 @@ __all__ = [
     "LimitsUnavailable",
     "Quota",
     "ScopeLimits",
+    "ScopeUsage",
     "Waiting",
+    "WindowUsage",
 ]
 
 MINUTE_S = 60.0
@@ -112,6 +114,26 @@ class Waiting:
     hold_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class WindowUsage:
+    """What one window of a scope has counted; ``resets_in_s`` None: no window is open
+    (nothing counted yet, or it has passed), so ``used`` is 0."""
+
+    used: int
+    resets_in_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    """What a backend has counted for one scope now: its windows (requests per minute,
+    tokens per minute, tokens per day) and its requests in flight."""
+
+    requests_per_minute: WindowUsage
+    tokens_per_minute: WindowUsage
+    tokens_per_day: WindowUsage
+    in_flight: int
+
+
 class LimitsUnavailable(Exception):
     """The backend's counters cannot be reached (the Redis adapter raises it)."""
 
@@ -151,6 +173,10 @@ class LimitBackend(Protocol):
         """Free the slot and settle the reserved tokens to ``tokens`` (None: keep the
         reservation as spent); ``refund_request`` takes the request back out of its
         minute. A reservation already settled, or expired, is left alone."""
+        ...
+
+    async def usage(self, scope: str) -> ScopeUsage:
+        """What has been counted for ``scope`` (read only: nothing is opened or purged)."""
         ...
 
     async def close(self) -> None:

@@ -31,7 +31,9 @@ from localgate.limits.backend import (
     LimitsUnavailable,
     Quota,
     ScopeLimits,
+    ScopeUsage,
     Waiting,
+    WindowUsage,
 )
 
 __all__ = ["RedisBackend"]
@@ -207,6 +209,29 @@ return table.concat(out, ';')
 """
 )
 
+# KEYS: a scope's windows and its leases. Read only: a passed window reads as none open,
+# a lapsed lease is not counted (the next admission purges them). Returns "requests used,
+# reset ms, tokens/min used, reset ms, tokens/day used, reset ms, in flight" (reset -1:
+# no window open), space-separated.
+_USAGE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lengths = {60000, 60000, 86400000}
+local v = redis.call('HMGET', KEYS[1], 'rs', 'rn', 'ms', 'mu', 'ds', 'du')
+local out = {}
+for w = 1, 3 do
+  local s, u = tonumber(v[2*w-1]), tonumber(v[2*w]) or 0
+  if s == nil or now >= s + lengths[w] then
+    out[#out + 1], out[#out + 2] = 0, -1
+  else
+    out[#out + 1], out[#out + 2] = u, s + lengths[w] - now
+  end
+end
+out[#out + 1] = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
+for i = 1, #out do out[i] = string.format('%d', out[i]) end
+return table.concat(out, ' ')
+"""
+
 # KEYS: leases of every scope of one reservation. ARGV: reservation, lease ms. Only a
 # lease still held is renewed (XX): one that lapsed stays lapsed.
 _RENEW = """
@@ -327,6 +352,7 @@ class RedisBackend:
         self._lease_ms = max(1, round(lease_s * 1000))
         self._prefix = prefix
         self._renew = self._client.register_script(_RENEW)
+        self._read_usage = self._client.register_script(_USAGE)
         self._batches = _Batches(self._client, _APPLY)
         # Reservations held by this process: renewed every third of a lease.
         self._held: dict[str, tuple[ScopeLimits, ...]] = {}
@@ -394,6 +420,20 @@ class RedisBackend:
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
+    async def usage(self, scope: str) -> ScopeUsage:
+        """See ``LimitBackend.usage``: one read-only script, on the server's clock."""
+        state = self._prefix + scope
+        try:
+            answer = await self._read_usage(keys=[state, state + ":leases"])
+        except (RedisError, OSError) as exc:
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        values = [int(value) for value in _text(answer).split()]
+        requests, tokens, day = (
+            WindowUsage(used, reset / 1000 if reset >= 0 else None)
+            for used, reset in zip(values[0:6:2], values[1:6:2], strict=True)
+        )
+        return ScopeUsage(requests, tokens, day, values[6])
+
     def _start_renewing(self) -> None:
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew_leases())
@@ -422,6 +462,10 @@ class RedisBackend:
                 await self._renewer
         await self._client.aclose()
         await self._pool.aclose()
+
+
+def _text(answer: Any) -> str:
+    return answer.decode() if isinstance(answer, bytes) else str(answer)
 
 
 def _quota(values: list[int]) -> Quota | None:
