@@ -223,6 +223,9 @@ class _Down:
     ) -> Admission:
         raise LimitsUnavailable("connection refused")
 
+    async def usage(self, scope: str) -> ScopeUsage:
+        raise LimitsUnavailable("connection refused")
+
     async def stop_waiting(
         self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
     ) -> None:
@@ -235,9 +238,6 @@ class _Down:
         tokens: int | None,
         refund_request: bool,
     ) -> None:
-        raise LimitsUnavailable("connection refused")
-
-    async def usage(self, scope: str) -> ScopeUsage:
         raise LimitsUnavailable("connection refused")
 
     async def close(self) -> None:

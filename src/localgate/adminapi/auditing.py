@@ -4,7 +4,6 @@ with its reason), proofs, verification and checkpoints."""
 from __future__ import annotations
 
 import base64
-from datetime import datetime
 from typing import Any
 
 from localgate.admin.audit_search import AuditQuery
@@ -23,7 +22,7 @@ from localgate.adminapi.models import (
     VerifyOut,
 )
 from localgate.adminapi.routing import Call
-from localgate.audit.checkpoint import Checkpoint, CheckpointError, note_signers, note_text
+from localgate.audit.checkpoint import note_signers, note_time
 
 __all__ = [
     "decrypt_request",
@@ -151,17 +150,10 @@ async def list_checkpoints(call: Call) -> CheckpointsOut:
     found = await call.services.in_thread(call.services.search.checkpoints, call.query.tenant)
     return CheckpointsOut(
         checkpoints=[
-            CheckpointOut(**vars_of(c), time=_stated_time(c.note), signers=note_signers(c.note))
+            CheckpointOut(**vars_of(c), time=note_time(c.note), signers=note_signers(c.note))
             for c in found
         ]
     )
-
-
-def _stated_time(note: str) -> datetime | None:
-    try:
-        return Checkpoint.parse(note_text(note)).time
-    except CheckpointError:
-        return None
 
 
 async def sign_checkpoints(call: Call) -> SignedOut:

@@ -47,6 +47,7 @@ __all__ = [
     "load_signer",
     "note_signers",
     "note_text",
+    "note_time",
     "write_key_file",
 ]
 
@@ -271,6 +272,14 @@ class CheckpointVerifier:
 def note_text(note: str) -> str:
     """The signed text of ``note`` (everything before its signature lines), unverified."""
     return note.split("\n\n", 1)[0] + "\n"
+
+
+def note_time(note: str) -> datetime | None:
+    """The time ``note``'s checkpoint states, unverified; None if it is not a checkpoint."""
+    try:
+        return Checkpoint.parse(note_text(note)).time
+    except CheckpointError:
+        return None
 
 
 def note_signers(note: str) -> list[str]:

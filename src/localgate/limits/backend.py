@@ -163,6 +163,10 @@ class LimitBackend(Protocol):
         """The request registered by ``admit`` gave up waiting (timed out, went away)."""
         ...
 
+    async def usage(self, scope: str) -> ScopeUsage:
+        """What has been counted for ``scope`` (read only: nothing is opened or purged)."""
+        ...
+
     async def settle(
         self,
         scopes: tuple[ScopeLimits, ...],
@@ -173,10 +177,6 @@ class LimitBackend(Protocol):
         """Free the slot and settle the reserved tokens to ``tokens`` (None: keep the
         reservation as spent); ``refund_request`` takes the request back out of its
         minute. A reservation already settled, or expired, is left alone."""
-        ...
-
-    async def usage(self, scope: str) -> ScopeUsage:
-        """What has been counted for ``scope`` (read only: nothing is opened or purged)."""
         ...
 
     async def close(self) -> None:
