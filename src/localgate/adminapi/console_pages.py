@@ -80,7 +80,7 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "in_flight": "in flight now",
         "backend_memory": (
             "Counted by the gateway in this process (limits.backend: memory): other "
-            "replicas count their own."
+            "workers and replicas count their own."
         ),
         "backend_redis": "Counted in Redis (limits.backend: redis), across every replica.",
         "not_running": (
@@ -175,7 +175,9 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "concurrent_requests": "并发请求数",
         "resets_in": "窗口重置倒计时（秒）",
         "in_flight": "当前进行中",
-        "backend_memory": "由本进程中的网关计数（limits.backend: memory）：其他副本各自计数。",
+        "backend_memory": (
+            "由本进程中的网关计数（limits.backend: memory）：其他工作进程和副本各自计数。"
+        ),
         "backend_redis": "在 Redis 中计数（limits.backend: redis），涵盖所有副本。",
         "not_running": "本进程中没有运行网关，无法读取其计数；以下是审计记录中的请求。",
         "usage": "用量与限额",

@@ -2,10 +2,9 @@
 
 ``localgate serve`` hands the data plane's lifespan state to a ``GatewayLink`` once the
 gateway has started (``create_app(..., on_started=link.attach)``); the admin API then
-reads the upstreams and their circuit breakers and the limits' counters, and asks the
-configuration reloader for a reload, on the event loop both servers share. Without a
-gateway in the process (the admin app on its own, in tests) these operations answer that
-nothing is running.
+reads the upstreams and their circuit breakers and asks the configuration reloader for a
+reload, on the event loop both servers share. Without a gateway in the process (the
+admin app on its own, in tests) these operations answer that nothing is running.
 """
 
 from __future__ import annotations
@@ -23,13 +22,13 @@ __all__ = ["GatewayLink"]
 
 
 class GatewayLink:
-    """The running gateway's reloader, router, dispatcher and limiter, once it has started."""
+    """The running gateway's reloader, router and dispatcher, once it has started."""
 
     def __init__(self) -> None:
         self.reloader: ConfigReloader | None = None
         self.router: Router | None = None
         self.dispatcher: UpstreamDispatcher | None = None
-        self.limiter: TenantLimiter | None = None
+        self.limiter: TenantLimiter | None = None  # its limits' counters
 
     def attach(self, state: Mapping[str, Any]) -> None:
         """Take what the admin API needs from the data plane's lifespan state."""
