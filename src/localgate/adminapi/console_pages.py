@@ -67,7 +67,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "limit": "Limit",
         "used": "Used",
         "left": "Left",
-        "window": "Window",
         "no_limit": "no limit",
         "priority": "Priority",
         "queue_timeout": "Queue wait (s)",
@@ -95,7 +94,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "entries": "Entries",
         "expired": "Expired",
         "embedder": "Embedder",
-        "space": "Embedding space",
         "passages": "Passages",
         "owner": "Owner",
         "shared": "shared by every tenant",
@@ -132,7 +130,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "size": "Size",
         "signers": "Signed by",
         "filter": "Filter",
-        "or": "or",
     },
     "zh": {
         "policy": "生效策略",
@@ -164,7 +161,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "limit": "限额",
         "used": "已用",
         "left": "剩余",
-        "window": "时间窗口",
         "no_limit": "不限",
         "priority": "优先级",
         "queue_timeout": "排队等待（秒）",
@@ -188,7 +184,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "entries": "条目",
         "expired": "已过期",
         "embedder": "向量模型",
-        "space": "向量空间",
         "passages": "段落数",
         "owner": "所属",
         "shared": "所有租户共享",
@@ -224,7 +219,6 @@ PAGE_TEXT: dict[str, dict[str, str]] = {
         "size": "大小",
         "signers": "签名者",
         "filter": "筛选",
-        "or": "或",
     },
 }
 
