@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from localgate.admin.audit import AuditAdmin, SignedHead, check_proof
+from localgate.admin.audit import BUNDLE_FORMAT, AuditAdmin, SignedHead, check_proof
+from localgate.audit.checkpoint import CheckpointVerifier
 from localgate.audit.crypto import CipherSuite
 from localgate.audit.records import PendingRecord
-from localgate.audit.store import AuditStore
+from localgate.audit.store import AuditReader, AuditStore
 from localgate.audit.trail import database, master_key, signer
 from localgate.config import Settings, load_settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -149,6 +153,118 @@ def test_a_proof_that_does_not_hold_is_invalid(trail: Trail) -> None:
     assert not garbage.valid
     assert not missing.valid
     assert not wrong_key.valid
+
+
+def test_a_proof_bundle_carries_what_an_outsider_checks(trail: Trail) -> None:
+    trail.append("acme", 3, prompt=b"the prompt")
+    admin = AuditAdmin(trail.settings)
+    admin.checkpoint()
+    bundle = admin.prove("acme-1").as_json()
+    checkpoint = CheckpointVerifier.from_key_string(admin.verifier_key()).verify(
+        bundle["checkpoint"]
+    )
+    header = json.loads(base64.b64decode(bundle["header"]))
+    hasher = CipherSuite("standard").tree_hasher()
+
+    assert bundle["format"] == BUNDLE_FORMAT
+    assert (bundle["origin"], bundle["tree_size"]) == (checkpoint.origin, checkpoint.size)
+    assert (bundle["leaf_index"], bundle["seq"], header["seq"]) == (2, 2, 2)
+    assert base64.b64decode(bundle["root"]) == checkpoint.root
+    assert base64.b64decode(bundle["leaf_hash"]) == hasher.hash_leaf(
+        base64.b64decode(bundle["header"])
+    )
+    # The ciphertexts as stored, which the header's digests fix; never the plaintext.
+    assert set(bundle["ciphertexts"]) == {"payload"}
+    payload = base64.b64decode(bundle["ciphertexts"]["payload"])
+    assert hashlib.sha256(payload).hexdigest() == header["payload_digest"]
+    assert b'"n": 1' not in payload
+    assert b'"kind"' not in payload
+    assert "the prompt" not in json.dumps(bundle)
+
+
+def _flip(text: str) -> str:
+    """Base64 text with its first byte changed."""
+    raw = bytearray(base64.b64decode(text))
+    raw[0] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _without(bundle: dict[str, Any], name: str) -> dict[str, Any]:
+    return {key: value for key, value in bundle.items() if key != name}
+
+
+def _renamed(header: str) -> str:
+    """A header naming another request."""
+    return base64.b64encode(base64.b64decode(header).replace(b'"acme-1"', b'"acme-9"')).decode()
+
+
+def _grown(note: str, size: int) -> str:
+    """A signed note claiming one more record."""
+    return note.replace(f"\n{size}\n", f"\n{size + 1}\n", 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda b: {**b, "origin": "evil/audit/acme"}, "the bundle names the log"),
+        (lambda b: {**b, "tree_size": b["tree_size"] + 1}, "tree size"),
+        (lambda b: {**b, "root": _flip(b["root"])}, "root hash"),
+        (lambda b: {**b, "leaf_hash": _flip(b["leaf_hash"])}, "leaf hash"),
+        (lambda b: {**b, "leaf_index": 0}, "not in the signed log"),
+        (lambda b: {**b, "proof": [_flip(b["proof"][0]), *b["proof"][1:]]}, "not in the signed"),
+        (lambda b: {**_without(b, "leaf_hash"), "header": _renamed(b["header"])}, "not in the"),
+        (
+            lambda b: {**b, "ciphertexts": {"payload": _flip(b["ciphertexts"]["payload"])}},
+            "payload ciphertext",
+        ),
+        (lambda b: {**b, "ciphertexts": {"secret": "AA=="}}, "no ciphertext named"),
+        (lambda b: {**b, "checkpoint": _grown(b["checkpoint"], b["tree_size"])}, "does not verify"),
+        (lambda b: {**b, "format": "something/2"}, "format"),
+    ],
+)
+def test_a_bundle_changed_anywhere_is_invalid(
+    trail: Trail, change: Callable[[dict[str, Any]], dict[str, Any]], problem: str
+) -> None:
+    trail.append("acme", 2)
+    admin = AuditAdmin(trail.settings)
+    admin.checkpoint()
+    bundle = admin.prove("acme-1").as_json()
+    key = admin.verifier_key()
+
+    checked = check_proof(json.dumps(change(bundle)), key)
+
+    assert check_proof(json.dumps(bundle), key).valid
+    assert not checked.valid
+    assert problem in (checked.problem or "")
+
+
+def test_a_checkpoint_row_that_is_no_checkpoint_is_passed_over(trail: Trail) -> None:
+    trail.append("acme", 2)
+    reader = AuditReader(database(trail.settings)())
+    try:
+        assert reader.add_checkpoint("acme", 1, "written by hand\n")
+    finally:
+        reader.close()
+    admin = AuditAdmin(trail.settings)
+    with pytest.raises(FailedPrecondition, match="can be read"):
+        admin.prove("acme-0")
+    admin.checkpoint()
+
+    bundle = admin.prove("acme-0").as_json()
+
+    assert bundle["tree_size"] == 4
+    assert check_proof(json.dumps(bundle), admin.verifier_key()).valid
+
+
+def test_a_proof_file_from_before_bundles_still_checks(trail: Trail) -> None:
+    trail.append("acme", 2)
+    admin = AuditAdmin(trail.settings)
+    admin.checkpoint()
+    bundle = admin.prove("acme-0").as_json()
+    fields = ("suite", "tenant", "seq", "header", "checkpoint", "proof")
+    old = {name: bundle[name] for name in fields}
+
+    assert check_proof(json.dumps(old), admin.verifier_key()).valid
 
 
 def test_records_and_export_with_and_without_decrypting(trail: Trail) -> None:

@@ -13,8 +13,10 @@ from click.testing import CliRunner
 from localgate.admin.audit import AuditAdmin, check_proof
 from localgate.admin.operators import Role
 from localgate.adminapi.trail import ADMIN_LOG
+from localgate.audit.checkpoint import CheckpointVerifier
 from localgate.cli import main
 from tests.adminapi.conftest import AdminApi
+from tests.conftest import wait_until
 
 API = "/admin/api/v1"
 
@@ -101,6 +103,62 @@ def test_metadata_a_proof_that_checks_offline_and_the_verification(admin_api: Ad
     assert verification["ok"] is True
     assert {"acme", "globex", ADMIN_LOG} <= {t["tenant"] for t in verification["tenants"]}
     assert missing.status_code == 404
+
+
+def test_the_verifier_key_is_the_one_localgate_audit_verifier_key_prints(
+    admin_api: AdminApi,
+) -> None:
+    with admin_api.client(Role.VIEWER) as client:
+        answer = client.get(f"{API}/audit/verifier-key").json()
+
+    expected = AuditAdmin(admin_api.settings).verifier_key()
+    assert answer["verifier_key"] == expected
+    assert expected.startswith(f"{answer['name']}+{answer['key_id']}+")
+    assert CheckpointVerifier.from_key_string(expected).key_id == int(answer["key_id"], 16)
+
+
+def test_a_background_verification_reports_progress_and_keeps_its_result(
+    admin_api: AdminApi,
+) -> None:
+    with admin_api.client(Role.VIEWER, headers={"x-request-id": "verify-job-test"}) as client:
+        before = client.get(f"{API}/audit/verify/job", params={"tenant": "globex"}).json()
+        started = client.post(f"{API}/audit/verify/jobs", json={"tenant": "globex"})
+
+        seen: list[dict[str, Any]] = []
+
+        def finished() -> bool:
+            seen.append(client.get(f"{API}/audit/verify/job", params={"tenant": "globex"}).json())
+            return bool(seen[-1]["state"] != "running")
+
+        wait_until(finished)
+        done = seen[-1]
+        synchronous = client.get(f"{API}/audit/verify", params={"tenant": "globex"}).json()
+        other = client.get(f"{API}/audit/verify/job", params={"tenant": "acme"}).json()
+        admin_trail = client.get(f"{API}/audit/verify/job").json()
+
+    assert before["state"] == "none"
+    assert started.status_code == 200, started.text
+    assert started.json()["state"] in ("running", "done")
+    assert started.json()["started_by"]
+    assert done["state"] == "done", done
+    assert done["result"] == synchronous
+    records = synchronous["tenants"][0]["records"]
+    assert records > 0
+    assert (done["checked"], done["total"]) == (records, records)
+    assert done["finished_at"] is not None
+    # Each scope has its own job; none ran for these.
+    assert other["state"] == "none"
+    assert admin_trail["state"] == "none"
+    with admin_api.client(Role.AUDITOR) as client:
+        admin_log = client.get(
+            f"{API}/audit/records", params={"tenant": ADMIN_LOG, "kind": "admin", "limit": 500}
+        ).json()["records"]
+    started_here = [
+        r["header"] for r in admin_log if r["header"]["request_id"] == "verify-job-test"
+    ]
+    assert [(h["action"], h["target"]) for h in started_here] == [
+        ("audit.verify", {"tenant": "globex"})
+    ]
 
 
 def test_the_playground_gives_what_localgate_redact_gives(admin_api: AdminApi) -> None:

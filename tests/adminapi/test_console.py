@@ -51,6 +51,7 @@ PAGES = [
     "/tenants/acme",
     "/audit",
     "/audit/requests/{acme}",
+    "/audit/report",
     "/trail",
     "/config",
     "/redact",
@@ -58,7 +59,15 @@ PAGES = [
 ALLOWED = {
     Role.ADMIN: {"/", "/tenants", "/tenants/acme", "/config", "/redact"},
     Role.SECURITY: {"/", "/tenants", "/tenants/acme", "/config", "/redact"},
-    Role.AUDITOR: {"/", "/tenants", "/tenants/acme", "/audit", "/audit/requests/{acme}", "/trail"},
+    Role.AUDITOR: {
+        "/",
+        "/tenants",
+        "/tenants/acme",
+        "/audit",
+        "/audit/requests/{acme}",
+        "/audit/report",
+        "/trail",
+    },
     Role.TENANT_ADMIN: {"/", "/tenants", "/tenants/acme"},
     Role.VIEWER: {"/", "/tenants", "/tenants/acme", "/config"},
 }

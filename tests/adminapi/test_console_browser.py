@@ -9,13 +9,23 @@ With LOCALGATE_CONSOLE_SCREENSHOTS=DIR the pages are saved there as PNGs (docs/c
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from localgate.admin.audit import AuditAdmin, check_proof
 from localgate.admin.operators import Role
+from localgate.audit.checkpoint import CheckpointSigner
+from localgate.audit.crypto import CipherSuite
+from localgate.audit.records import PendingRecord
+from localgate.audit.store import AuditStore
+from localgate.audit.trail import database, master_key, signer
+from localgate.config import load_settings
 from tests.adminapi.conftest import PASSWORD, AdminApi
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
@@ -118,6 +128,148 @@ def test_auditor_searches_opens_decrypts_and_sees_the_access(
     assert "audit.decrypt" in trail
     assert request_id in trail
     _shot(browser, "admin-trail")
+
+
+def _proof_result(driver: WebDriver, element_id: str) -> str:
+    """The check's result once the page's script has one: verified, failed, unavailable."""
+
+    def settled(browser: WebDriver) -> str | bool:
+        result = browser.find_element(By.ID, element_id).get_attribute("data-result")
+        return result or False
+
+    return str(_wait(driver).until(settled))
+
+
+def test_auditor_checks_a_proof_in_the_browser(
+    admin_api: AdminApi, browser: WebDriver, tmp_path: Path
+) -> None:
+    request_id = admin_api.request_ids["acme"]
+    audit = AuditAdmin(admin_api.settings)
+    audit.checkpoint()
+    key = audit.verifier_key()
+    _log_in(browser, admin_api, Role.AUDITOR)
+    browser.get(f"{admin_api.base_url}/admin/audit/requests/{request_id}")
+
+    # Checked on load against the published key: signature, log, root, leaf, ciphertexts.
+    assert _proof_result(browser, "proof-request") == "verified"
+    assert _proof_result(browser, "proof-answer") == "verified"
+    status = browser.find_element(By.ID, "proof-request")
+    assert status.get_attribute("role") == "status"
+    assert status.text.startswith("\u2713 Verified in this browser: request record")
+    assert "of acme is in the log localgate/audit/acme" in status.text
+    key_id = key.split("+")[1]
+    assert browser.find_element(By.ID, "verifier-key-id").text == key_id
+    assert f"by key {key_id}" in status.text
+    _shot(browser, "audit-proof-verified")
+
+    # A bundle changed after it was downloaded fails, saying which check.
+    with admin_api.client(Role.AUDITOR) as client:
+        bundle = client.get(f"/admin/api/v1/audit/requests/{request_id}/proof").json()
+    ciphertext = bytearray(base64.b64decode(bundle["ciphertexts"]["payload"]))
+    ciphertext[0] ^= 1
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(
+        json.dumps({**bundle, "ciphertexts": {"payload": base64.b64encode(ciphertext).decode()}})
+    )
+    intact = tmp_path / "intact.json"
+    intact.write_text(json.dumps(bundle))
+    picker = browser.find_element(By.ID, "bundle-file")
+    picker.send_keys(str(intact))
+    assert _proof_result(browser, "bundle-file-status") == "verified"
+    browser.execute_script("document.getElementById('bundle-file-status').dataset.result = ''")
+    picker.send_keys(str(tampered))
+    assert _proof_result(browser, "bundle-file-status") == "failed"
+    failed = browser.find_element(By.ID, "bundle-file-status")
+    assert failed.get_attribute("data-step") == "ciphertext"
+    assert "Failed: the stored ciphertexts" in failed.text
+
+    # Another key than the log's (a forger's, named like it): the signature step fails.
+    forged = CheckpointSigner.generate(key.split("+")[0]).verifier_key()
+    field = browser.find_element(By.ID, "verifier-key")
+    field.clear()
+    field.send_keys(forged)
+    browser.find_element(By.ID, "check-proofs").click()
+    _wait(browser).until(
+        lambda b: b.find_element(By.ID, "proof-request").get_attribute("data-step") == "signature"
+    )
+    assert _proof_result(browser, "proof-request") == "failed"
+    assert (
+        "the checkpoint is not signed by this key"
+        in browser.find_element(By.ID, "proof-request").text
+    )
+    browser.execute_script("arguments[0].scrollIntoView()", failed)  # for the picture only
+    _shot(browser, "audit-proof-failed")
+    # No key at all: nothing is claimed either way.
+    field.clear()
+    browser.find_element(By.ID, "check-proofs").click()
+    _wait(browser).until(
+        lambda b: (
+            b.find_element(By.ID, "proof-request").get_attribute("data-result") == "unavailable"
+        )
+    )
+    assert "paste the verifier key you hold" in browser.find_element(By.ID, "proof-request").text
+
+
+def _sm_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str]:
+    """A proof bundle of a log of the ``sm`` suite (SM3 tree) and that log's verifier key."""
+    monkeypatch.delenv("LOCALGATE_AUDIT_MASTER_KEY", raising=False)
+    config = tmp_path / "sm.yaml"
+    config.write_text(f"data_dir: {tmp_path / 'sm-data'}\naudit:\n  suite: sm\n")
+    settings = load_settings(config, {})[0]
+    signer(settings, create=True)
+    store = AuditStore(database(settings), master_key(settings, create=True), CipherSuite("sm"))
+    store.start()
+    for number in range(3):
+        store.submit(
+            PendingRecord("acme", "request", f"sm-{number}", {}, payload=b'{"n": 1}')
+        ).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+    store.close()
+    audit = AuditAdmin(settings)
+    audit.checkpoint()
+    bundle, key = audit.prove("sm-1").as_json(), audit.verifier_key()
+    assert bundle["suite"] == "sm"
+    assert check_proof(json.dumps(bundle), key).valid
+    return bundle, key
+
+
+def test_a_bundle_of_an_sm3_log_checks_in_the_browser(
+    admin_api: AdminApi, browser: WebDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, key = _sm_bundle(tmp_path, monkeypatch)
+    changed = {**bundle, "proof": [bundle["proof"][-1], *bundle["proof"][:-1]]}
+    _log_in(browser, admin_api, Role.AUDITOR)
+    browser.get(f"{admin_api.base_url}/admin/audit/requests/{admin_api.request_ids['globex']}")
+    # GB/T 32905-2016, appendix A.1: SM3("abc").
+    assert browser.execute_script('return hex(sm3(utf8.encode("abc")))') == (
+        "66c7f0f462eeedd9d1f2d46bdc10e4e24167c4875cf2f7a2297da02b8f4ba8e0"
+    )
+    field = browser.find_element(By.ID, "verifier-key")
+    field.clear()
+    field.send_keys(key)
+    picker = browser.find_element(By.ID, "bundle-file")
+    for name, content, expected in (("sm", bundle, "verified"), ("sm-bad", changed, "failed")):
+        saved = tmp_path / f"{name}.json"
+        saved.write_text(json.dumps(content))
+        browser.execute_script("document.getElementById('bundle-file-status').dataset.result = ''")
+        picker.send_keys(str(saved))
+        assert _proof_result(browser, "bundle-file-status") == expected, name
+    status = browser.find_element(By.ID, "bundle-file-status")
+    assert status.get_attribute("data-step") == "inclusion"
+
+
+def test_overview_shows_the_background_verification(
+    admin_api: AdminApi, browser: WebDriver
+) -> None:
+    _log_in(browser, admin_api, Role.VIEWER)
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "verification")))
+    # Running: the script follows its progress and loads the page again once it is done.
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "verified-at")))
+    assert browser.find_element(By.ID, "audit-health").text == "verified"
+    button = browser.find_element(By.ID, "verify-now")
+    button.click()
+    _wait(browser).until(ec.staleness_of(button))  # the answer to the POST, a new page
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "verified-at")))
+    assert browser.find_element(By.ID, "audit-health").text == "verified"
 
 
 def test_security_revokes_a_key_and_the_data_plane_refuses_it(

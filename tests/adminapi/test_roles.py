@@ -35,6 +35,9 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "proveRequest": frozenset({AU}),
     "verifyAudit": frozenset({A, S, AU, V}),
     "listCheckpoints": frozenset({A, S, AU, V}),
+    "startVerification": frozenset({A, S, AU, V}),
+    "verificationJob": frozenset({A, S, AU, V}),
+    "verifierKey": frozenset({A, S, AU, V}),
     "signCheckpoints": frozenset({A, AU}),
     "cacheStats": frozenset({A, S, V}),
     "clearCache": frozenset({A, S}),
@@ -86,6 +89,17 @@ def request_for(operation_id: str, api: AdminApi, tenant: str = "acme") -> dict[
             "params": {"tenant": tenant},
         },
         "signCheckpoints": {"method": "POST", "url": "/audit/checkpoints"},
+        "startVerification": {
+            "method": "POST",
+            "url": "/audit/verify/jobs",
+            "json": {"tenant": tenant},
+        },
+        "verificationJob": {
+            "method": "GET",
+            "url": "/audit/verify/job",
+            "params": {"tenant": tenant},
+        },
+        "verifierKey": {"method": "GET", "url": "/audit/verifier-key"},
         "cacheStats": {"method": "GET", "url": "/cache", "params": {"tenant": tenant}},
         "clearCache": {"method": "DELETE", "url": "/cache", "params": {"tenant": tenant}},
         "listCollections": {

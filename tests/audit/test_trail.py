@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -136,6 +137,40 @@ def test_proof_checks_offline_with_only_the_public_key(
     assert checked.output.startswith(f"OK: request record 0 of tenant acme (request {request_id}")
     assert refused.exit_code == 1
     assert "INVALID" in refused.output
+
+
+def test_a_tampered_proof_bundle_fails_in_the_cli(
+    tmp_path: Path, upstream: FakeGemini, cli: Any
+) -> None:
+    with run_gateway(tmp_path / "data", upstream.base_url) as gateway:
+        request_id = send(gateway, {"contents": [{"parts": [{"text": "hi"}]}]})
+    assert cli("checkpoint").exit_code == 0
+    key = cli("verifier-key").output.strip()
+    bundle = json.loads(cli("prove", "--request-id", request_id).output)
+    payload = bytearray(base64.b64decode(bundle["ciphertexts"]["payload"]))
+    payload[-1] ^= 1
+    tampered = {
+        "ciphertext": {**bundle, "ciphertexts": {"payload": base64.b64encode(payload).decode()}},
+        "origin": {**bundle, "origin": "elsewhere/audit/acme"},
+        "size": {**bundle, "tree_size": bundle["tree_size"] + 1},
+    }
+
+    outputs = {}
+    for name, content in {"intact": bundle, **tampered}.items():
+        bundle_file = tmp_path / f"{name}.json"
+        bundle_file.write_text(json.dumps(content))
+        result = CliRunner().invoke(main, ["audit", "check-proof", str(bundle_file), "--key", key])
+        outputs[name] = (result.exit_code, result.output)
+
+    assert outputs["intact"][0] == 0, outputs["intact"]
+    assert outputs["ciphertext"] == (
+        1,
+        "INVALID: the payload ciphertext is not the one the record's header fixed\n",
+    )
+    assert outputs["origin"][0] == 1
+    assert "names the log 'elsewhere/audit/acme'" in outputs["origin"][1]
+    assert outputs["size"][0] == 1
+    assert "tree size" in outputs["size"][1]
 
 
 def test_crypto_shredding_keeps_the_log_verifiable(

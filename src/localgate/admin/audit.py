@@ -17,9 +17,11 @@ from typing import Any, Literal
 
 from localgate.audit.anchor import Anchor, read_anchor
 from localgate.audit.checkpoint import (
+    Checkpoint,
     CheckpointError,
     CheckpointSigner,
     CheckpointVerifier,
+    note_text,
     write_key_file,
 )
 from localgate.audit.checkpointing import Checkpointer
@@ -36,12 +38,13 @@ from localgate.audit.records import parse_header
 from localgate.audit.retention import PurgeOutcome, purge_tenants, shred_expired
 from localgate.audit.store import AuditReader, AuditStore, StoredRecord, associated_data
 from localgate.audit.trail import database, master_key, remember_master_key, signer
-from localgate.audit.verify import TenantReport, verify_all
+from localgate.audit.verify import TenantReport, VerifyProgress, verify_all
 from localgate.config import Settings
 from localgate.errors import FailedPrecondition, InvalidArgument, NotFound
 from localgate.secret import load_or_create_key
 
 __all__ = [
+    "BUNDLE_FORMAT",
     "AuditAdmin",
     "AuditRecord",
     "AuditVerification",
@@ -104,26 +107,47 @@ class AuditRecord:
         return {"tenant": self.tenant, "seq": self.seq, "header": self.header, **self.decrypted}
 
 
+BUNDLE_FORMAT = "localgate-proof-bundle/1"
+# The ciphertexts a bundle may carry, as stored, and the header field of each one's digest.
+_CIPHERTEXTS = {"payload": "payload_digest", "prompt": "prompt_digest"}
+
+
 @dataclass(frozen=True, slots=True)
 class InclusionProof:
-    """That a record is in its tenant's log as a signed checkpoint fixed it."""
+    """That a record is in its tenant's log as a signed checkpoint fixed it: the proof
+    bundle (docs/audit.md, "Proof bundles"), everything an outsider needs to check it."""
 
     suite: str
     tenant: str
-    seq: int
+    seq: int  # the leaf index
     header: bytes  # the record's leaf: its canonical header
     checkpoint: str  # the signed note of the first checkpoint covering it
     proof: list[bytes]  # the Merkle audit path from the leaf to the checkpoint's root
+    origin: str = ""  # the checkpoint's origin line (the log's name)
+    tree_size: int = 0  # the checkpoint's tree size
+    root: bytes = b""  # the checkpoint's root hash
+    leaf_hash: bytes = b""  # H(0x00 || header)
+    # The record's ciphertexts as stored (encrypted; their digests are in the header).
+    ciphertexts: dict[str, bytes] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The proof file's content, as ``check_proof`` reads it."""
+        """The proof bundle, as ``check_proof`` reads it."""
         return {
+            "format": BUNDLE_FORMAT,
             "suite": self.suite,
+            "origin": self.origin,
             "tenant": self.tenant,
             "seq": self.seq,
+            "leaf_index": self.seq,
+            "tree_size": self.tree_size,
             "header": base64.b64encode(self.header).decode(),
-            "checkpoint": self.checkpoint,
+            "leaf_hash": base64.b64encode(self.leaf_hash).decode(),
             "proof": [base64.b64encode(node).decode() for node in self.proof],
+            "root": base64.b64encode(self.root).decode(),
+            "checkpoint": self.checkpoint,
+            "ciphertexts": {
+                name: base64.b64encode(data).decode() for name, data in self.ciphertexts.items()
+            },
         }
 
 
@@ -183,11 +207,13 @@ class AuditAdmin:
         tenant: str | None = None,
         checkpoint_dir: Path | None = None,
         verifier_key: str | None = None,
+        progress: VerifyProgress | None = None,
     ) -> AuditVerification:
         """Recompute every log (or ``tenant``'s) against its checkpoints and the anchor.
 
         ``checkpoint_dir`` overrides ``audit.checkpoint_export_dir``; ``verifier_key``
-        overrides the key derived from the signing key file.
+        overrides the key derived from the signing key file; ``progress`` is kept up to
+        date as records are checked (from this thread: read it from another).
         """
         reader = self._reader()
         try:
@@ -205,7 +231,7 @@ class AuditAdmin:
                         reader.checkpoints(name) for name in reader.known_tenants()
                     ):
                         missing = str(exc)
-            result = verify_all(reader, _suite(reader), verifier, anchor, tenant)
+            result = verify_all(reader, _suite(reader), verifier, anchor, tenant, progress)
         finally:
             reader.close()
         return AuditVerification(
@@ -275,7 +301,7 @@ class AuditAdmin:
         return _exported(reader, tenants, keyring, suite)
 
     def prove(self, request_id: str, kind: RecordKind = "request") -> InclusionProof:
-        """An inclusion proof for one record, against the first checkpoint that covers it."""
+        """The proof bundle of one record, against the first checkpoint that covers it."""
         reader = self._reader()
         try:
             suite = _suite(reader)
@@ -293,12 +319,35 @@ class AuditAdmin:
                 raise FailedPrecondition(
                     "no signed checkpoint covers this record yet; run 'localgate audit checkpoint'"
                 )
-            size, note = signed[0]
-            leaves = reader.leaf_hashes(record.tenant, size)
-            path = inclusion_proof(suite.tree_hasher(), record.seq, leaves)
+            # Unverified here: the bundle's reader checks the signature with the key they
+            # hold. A row that is not even a checkpoint (written by hand) is passed over.
+            heads = ((note, _parsed(note)) for _, note in signed)
+            note, head = next(
+                ((n, h) for n, h in heads if h is not None and h.size > record.seq), ("", None)
+            )
+            if head is None:
+                raise FailedPrecondition(
+                    "no checkpoint covering this record can be read; run 'localgate audit verify'"
+                )
+            leaves = reader.leaf_hashes(record.tenant, head.size)
+            hasher = suite.tree_hasher()
+            path = inclusion_proof(hasher, record.seq, leaves)
         finally:
             reader.close()
-        return InclusionProof(suite.name, record.tenant, record.seq, header, note, path)
+        stored = {"payload": record.payload, "prompt": record.original}
+        return InclusionProof(
+            suite.name,
+            record.tenant,
+            record.seq,
+            header,
+            note,
+            path,
+            origin=head.origin,
+            tree_size=head.size,
+            root=head.root,
+            leaf_hash=hasher.hash_leaf(header),
+            ciphertexts={name: data for name, data in stored.items() if data is not None},
+        )
 
     def find_prompt(self, tenant: str, texts: Sequence[str]) -> list[PromptMatch]:
         """The requests of ``tenant`` that sent exactly ``texts`` (compared by HMAC; nothing
@@ -490,23 +539,41 @@ class AuditAdmin:
 
 
 def check_proof(proof_text: str, verifier_key: str) -> ProofCheck:
-    """Check a proof file's content offline, with only the log's public key."""
+    """Check a proof bundle offline, with only the log's public key.
+
+    Every field the bundle repeats for convenience (origin, tree size, root, leaf hash,
+    leaf index) must agree with what it is checked against, and each ciphertext it
+    carries must hash to its digest in the header: a bundle edited anywhere fails.
+    Proof files written before bundles (without those fields) are still read.
+    """
     try:
         data = json.loads(proof_text)
+        if not isinstance(data, dict):
+            raise ValueError("a proof bundle is a JSON object")
+        if data.get("format", BUNDLE_FORMAT) != BUNDLE_FORMAT:
+            raise ValueError(f"not a proof bundle of format {BUNDLE_FORMAT}")
         verifier = CheckpointVerifier.from_key_string(verifier_key)
         checkpoint = verifier.verify(data["checkpoint"])
-        header = base64.b64decode(data["header"])
-        path = [base64.b64decode(node) for node in data["proof"]]
+        header = base64.b64decode(data["header"], validate=True)
+        path = [base64.b64decode(node, validate=True) for node in data["proof"]]
         hasher = CipherSuite(data["suite"]).tree_hasher()
         seq = data["seq"]
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise ValueError("the bundle's seq is not a whole number")
         fields = parse_header(header)
-        included = verify_inclusion(
-            hasher, seq, checkpoint.size, hasher.hash_leaf(header), path, checkpoint.root
-        )
+        leaf = hasher.hash_leaf(header)
+        problem = _bundle_disagrees(data, checkpoint, fields, leaf)
+        if problem is not None:
+            return ProofCheck(False, problem)
+        included = verify_inclusion(hasher, seq, checkpoint.size, leaf, path, checkpoint.root)
+        if not included or fields.get("seq") != seq or data.get("leaf_index", seq) != seq:
+            return ProofCheck(False, "the record is not in the signed log")
+        suite = CipherSuite(data["suite"])
+        problem = _ciphertexts_differ(data.get("ciphertexts", {}), fields, suite)
     except (CheckpointError, KeyError, TypeError, ValueError) as exc:
         return ProofCheck(False, str(exc))
-    if not included or fields.get("seq") != seq:
-        return ProofCheck(False, "the record is not in the signed log")
+    if problem is not None:
+        return ProofCheck(False, problem)
     return ProofCheck(
         True,
         kind=_text(fields.get("kind")),
@@ -518,6 +585,46 @@ def check_proof(proof_text: str, verifier_key: str) -> ProofCheck:
         size=checkpoint.size,
         signed_at=checkpoint.time,
     )
+
+
+def _bundle_disagrees(
+    data: dict[str, Any], checkpoint: Checkpoint, fields: dict[str, Any], leaf: bytes
+) -> str | None:
+    """What in the bundle contradicts its signed checkpoint or its header, if anything."""
+    tenant = fields.get("tenant")
+    if not checkpoint.origin.endswith(f"/audit/{tenant}"):
+        return f"the checkpoint is of the log {checkpoint.origin!r}, not tenant {tenant!r}'s"
+    if data.get("origin", checkpoint.origin) != checkpoint.origin:
+        return f"the bundle names the log {data['origin']!r}, the checkpoint {checkpoint.origin!r}"
+    if data.get("tenant", tenant) != tenant:
+        return "the bundle's tenant is not the one in the record's header"
+    if data.get("tree_size", checkpoint.size) != checkpoint.size:
+        return "the bundle's tree size is not the signed checkpoint's"
+    if "root" in data and base64.b64decode(data["root"], validate=True) != checkpoint.root:
+        return "the bundle's root hash is not the signed checkpoint's"
+    if "leaf_hash" in data and base64.b64decode(data["leaf_hash"], validate=True) != leaf:
+        return "the bundle's leaf hash is not the hash of its header"
+    return None
+
+
+def _ciphertexts_differ(
+    carried: dict[str, str], fields: dict[str, Any], suite: CipherSuite
+) -> str | None:
+    """Why a ciphertext in the bundle is not the one the record's header fixed, if so."""
+    for name, encoded in carried.items():
+        if name not in _CIPHERTEXTS:
+            raise ValueError(f"a proof bundle carries no ciphertext named {name!r}")
+        digest = fields.get(_CIPHERTEXTS[name])
+        if suite.digest(base64.b64decode(encoded, validate=True)).hex() != digest:
+            return f"the {name} ciphertext is not the one the record's header fixed"
+    return None
+
+
+def _parsed(note: str) -> Checkpoint | None:
+    try:
+        return Checkpoint.parse(note_text(note))
+    except CheckpointError:
+        return None
 
 
 def _suite(reader: AuditReader) -> CipherSuite:

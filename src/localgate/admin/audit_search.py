@@ -7,6 +7,7 @@ own fields decide the rest.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -170,6 +171,14 @@ class AuditSearch:
                 for name in tenants
                 for size, note in reader.checkpoints(name)
             ]
+        finally:
+            reader.close()
+
+    def signed_sizes(self, tenants: Iterable[str]) -> dict[str, int]:
+        """Per tenant, how many of its records a stored checkpoint covers (its largest size)."""
+        reader = self._reader()
+        try:
+            return {name: reader.signed_size(name) for name in set(tenants)}
         finally:
             reader.close()
 

@@ -20,6 +20,7 @@ from localgate.admin.audit_search import AuditSearch
 from localgate.admin.keys import KeyAdmin
 from localgate.admin.operator_stores import open_operator_store
 from localgate.adminapi.console import console_routes
+from localgate.adminapi.console_audit import audit_console_routes
 from localgate.adminapi.console_pages import page_routes
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin, PendingLogins
@@ -38,6 +39,7 @@ from localgate.adminapi.sessions_postgres import (
     PostgresSessionStore,
 )
 from localgate.adminapi.trail import AdminTrail
+from localgate.adminapi.verifying import VerificationJobs
 from localgate.config import Settings
 from localgate.errors import ServiceUnavailable
 from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
@@ -85,8 +87,10 @@ def create_admin_app(
                 store_thread=store_thread,
                 link=link or GatewayLink(),
                 oidc=OidcLogin.from_settings(settings.admin.oidc, clock, pending),
+                verifications=VerificationJobs(clock),
             )
             yield {"services": services}
+            await services.verifications.wait()
 
     document = admin_openapi()
 
@@ -98,6 +102,7 @@ def create_admin_app(
             Route("/admin/api/openapi.json", openapi, methods=["GET"]),
             *AdminRoutes(OPERATIONS).routes(),
             *console_routes(),
+            *audit_console_routes(),
             *page_routes(),
         ],
         lifespan=lifespan,

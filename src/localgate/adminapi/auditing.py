@@ -3,9 +3,9 @@ with its reason), proofs, verification and checkpoints."""
 
 from __future__ import annotations
 
-import base64
-from typing import Any
+from typing import Any, Literal
 
+from localgate.admin.audit import AuditVerification
 from localgate.admin.audit_search import AuditQuery
 from localgate.adminapi.models import (
     AuditRecordOut,
@@ -19,9 +19,12 @@ from localgate.adminapi.models import (
     RecordsOut,
     SignedOut,
     TenantVerification,
+    VerifierKeyOut,
+    VerifyJobOut,
     VerifyOut,
 )
 from localgate.adminapi.routing import Call
+from localgate.adminapi.verifying import VerificationJob
 from localgate.audit.checkpoint import note_signers, note_time
 
 __all__ = [
@@ -31,6 +34,9 @@ __all__ = [
     "request_records",
     "search_audit",
     "sign_checkpoints",
+    "start_verification",
+    "verification_job",
+    "verifier_key",
     "verify_audit",
 ]
 
@@ -109,23 +115,77 @@ async def decrypt_request(call: Call) -> DecryptedOut:
 
 
 async def prove_request(call: Call) -> ProofOut:
-    """An inclusion proof of one of a request's records."""
+    """The proof bundle of one of a request's records."""
     proof = await call.services.in_thread(
         call.services.audit.prove, call.path["request_id"], call.query.kind
     )
-    return ProofOut(
-        suite=proof.suite,
-        tenant=proof.tenant,
-        seq=proof.seq,
-        header=base64.b64encode(proof.header).decode(),
-        checkpoint=proof.checkpoint,
-        proof=[base64.b64encode(node).decode() for node in proof.proof],
-    )
+    return ProofOut(**proof.as_json())
+
+
+async def verifier_key(call: Call) -> VerifierKeyOut:
+    """The public key checkpoints and proof bundles are checked with."""
+    key = await call.services.in_thread(call.services.audit.verifier_key)
+    name, key_id, _ = key.split("+", 2)
+    return VerifierKeyOut(verifier_key=key, name=name, key_id=key_id)
 
 
 async def verify_audit(call: Call) -> VerifyOut:
     """Verify every log (or one tenant's) as ``localgate audit verify`` does."""
     result = await call.services.in_thread(call.services.audit.verify, call.query.tenant)
+    return _verify_out(result)
+
+
+async def start_verification(call: Call) -> VerifyJobOut:
+    """Start verifying in the background, unless a verification of the same logs is running
+    (then that one's state is the answer)."""
+    tenant = call.body.tenant
+    jobs = call.services.verifications
+    job = jobs.current(tenant)
+    if job is None or not job.running:
+        await call.record("audit.verify", target={"tenant": tenant})
+        audit = call.services.audit
+        job, _ = jobs.start(
+            tenant, call.operator.name, lambda progress: audit.verify(tenant, progress=progress)
+        )
+    return _job_out(job, tenant)
+
+
+async def verification_job(call: Call) -> VerifyJobOut:
+    """The running or last background verification of every log (or one tenant's)."""
+    tenant = call.query.tenant
+    return _job_out(call.services.verifications.current(tenant), tenant)
+
+
+def _job_out(job: VerificationJob | None, tenant: str | None) -> VerifyJobOut:
+    if job is None:
+        return VerifyJobOut(
+            state="none",
+            tenant=tenant,
+            started_by=None,
+            started_at=None,
+            finished_at=None,
+            checked=0,
+            total=0,
+            result=None,
+            error=None,
+        )
+    state: Literal["running", "done", "failed"] = (
+        "running" if job.running else "failed" if job.error is not None else "done"
+    )
+    return VerifyJobOut(
+        state=state,
+        tenant=job.tenant,
+        started_by=job.started_by,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        checked=job.progress.checked,
+        total=job.progress.total,
+        result=_verify_out(job.result) if job.result is not None else None,
+        error=job.error,
+    )
+
+
+def _verify_out(result: AuditVerification) -> VerifyOut:
     return VerifyOut(
         ok=result.ok,
         signatures_checked=result.signatures_checked,

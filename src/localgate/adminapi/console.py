@@ -62,7 +62,7 @@ LOGIN_COOKIE = "lg_console_login"
 PAGE_SIZE = 20
 CONSOLE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 _HEADERS = {
     "cache-control": "no-store",
@@ -135,6 +135,81 @@ TEXT: dict[str, dict[str, str]] = {
         "reason_short": "Reason",
         "decrypted": "Decrypted payloads",
         "decrypt_note": "This access has been recorded in the admin-action trail.",
+        # The proof bundle, its check in the browser, background verification, the report.
+        "proof": "Inclusion proof",
+        "download_proof": "Download proof bundle",
+        "proof_help": (
+            "A proof bundle holds the record's header (its Merkle leaf), the inclusion proof, "
+            "the signed checkpoint and the ciphertexts as stored (encrypted): anyone can check "
+            "it with localgate audit check-proof and the log's verifier key."
+        ),
+        "proof_nojs": (
+            "Not checked on this page (it checks proofs with JavaScript): check the bundle "
+            "with localgate audit check-proof."
+        ),
+        "verifier_key": "Verifier key",
+        "verifier_published": "This gateway publishes the verifier key with key id",
+        "verifier_compare": (
+            "Compare it with the key you were given, or paste yours below: the proofs on this "
+            "page are checked against the key in this field, not against the server."
+        ),
+        "verifier_missing": (
+            "This listener cannot read the signing key, so it publishes no verifier key: "
+            "paste the verifier key you hold."
+        ),
+        "check_again": "Check with this key",
+        "check_file": "Check a bundle file",
+        "not_signed_yet": (
+            "No signed checkpoint covers this record yet (the gateway signs one every "
+            "audit.checkpoint_interval_s); its proof can be made once one does."
+        ),
+        "sign_now": "Sign checkpoints now",
+        "audit_report": "Auditor's report",
+        "report_help": (
+            "The report of one tenant and period, as localgate audit report writes it "
+            "(verification, requests, redaction, refusals, payload access). Generating it is "
+            "recorded in the admin-action trail."
+        ),
+        "period_from": "From (YYYY-MM-DD)",
+        "period_to": "To, included (YYYY-MM-DD)",
+        "format": "Format",
+        "download_report": "Download the report",
+        "verifying": "verifying…",
+        "verify_failed": "could not verify",
+        "verify_progress": "{checked} of {total} records checked",
+        "verify_now": "Verify now",
+        "verified_at": "Computed at",
+        "started_by": "started by",
+        "refresh": "Refresh",
+        "js_checking": "Checking in this browser…",
+        "js_ok": (
+            "Verified in this browser: {kind} record {seq} of {tenant} is in the log {origin}, "
+            "signed at size {size} on {time} by key {key_id}."
+        ),
+        "js_failed": "Failed: {step}: {reason}",
+        "js_unavailable": "Not checked: {reason}",
+        "js_step_key": "the verifier key",
+        "js_step_bundle": "reading the bundle",
+        "js_step_signature": "the checkpoint's signature",
+        "js_step_origin": "the log's name",
+        "js_step_checkpoint": "the signed tree size and root",
+        "js_step_leaf": "the leaf hash",
+        "js_step_inclusion": "the inclusion proof",
+        "js_step_ciphertext": "the stored ciphertexts",
+        "js_key_malformed": "not a verifier key (<name>+<key id>+<base64 key>)",
+        "js_key_id": "the key does not match its key id",
+        "js_unreadable": "not a proof bundle",
+        "js_not_signed": "the checkpoint is not signed by this key",
+        "js_bad_signature": (
+            "the signature does not verify: the checkpoint was altered, or signed by another key"
+        ),
+        "js_other_log": "the checkpoint is of another log than the record's",
+        "js_mismatch": "the bundle's tree size or root hash is not the signed checkpoint's",
+        "js_leaf_mismatch": "the leaf hash is not the hash of the record's header",
+        "js_not_included": "the proof does not lead from this record to the signed root",
+        "js_ciphertext": "a ciphertext is not the one the record's header fixed",
+        "js_no_ed25519": "this browser cannot verify Ed25519 signatures",
+        "js_no_key": "paste the verifier key you hold above, then press Check with this key",
         "payload": "Payload",
         "original_prompt": "Original prompt",
         "actor": "Actor",
@@ -232,6 +307,75 @@ TEXT: dict[str, dict[str, str]] = {
         "reason_short": "原因",
         "decrypted": "解密后的内容",
         "decrypt_note": "本次访问已记入管理操作记录。",
+        "proof": "包含性证明",
+        "download_proof": "下载证明包",
+        "proof_help": (
+            "证明包包含该记录的头部（即 Merkle 叶子）、包含性证明、已签名的检查点，"
+            "以及按原样存储的密文（加密状态）：任何人都可以用 localgate audit check-proof "
+            "和日志的验证公钥进行核验。"
+        ),
+        "proof_nojs": (
+            "本页未验证（页面内验证需要 JavaScript）：请用 localgate audit check-proof 验证证明包。"
+        ),
+        "verifier_key": "验证公钥",
+        "verifier_published": "本网关公布的验证公钥，密钥 ID 为",
+        "verifier_compare": (
+            "请与您持有的公钥核对，或在下方粘贴您持有的公钥：本页的证明以此输入框中的公钥验证，"
+            "而不是依赖服务器。"
+        ),
+        "verifier_missing": (
+            "本服务无法读取签名密钥，因此没有公布验证公钥：请粘贴您持有的验证公钥。"
+        ),
+        "check_again": "用此公钥验证",
+        "check_file": "验证证明包文件",
+        "not_signed_yet": (
+            "尚无已签名的检查点覆盖此记录（网关每隔 audit.checkpoint_interval_s 签名一次）；"
+            "有检查点覆盖后即可生成证明。"
+        ),
+        "sign_now": "立即签名检查点",
+        "audit_report": "审计报告",
+        "report_help": (
+            "某一租户在某一期间的报告，与 localgate audit report 生成的相同（验证结果、请求、脱敏、"
+            "拒绝、内容访问）。生成报告将记入管理操作记录。"
+        ),
+        "period_from": "起始日期 (YYYY-MM-DD)",
+        "period_to": "截止日期，含当日 (YYYY-MM-DD)",
+        "format": "格式",
+        "download_report": "下载报告",
+        "verifying": "正在验证…",
+        "verify_failed": "无法验证",
+        "verify_progress": "已检查 {checked} / {total} 条记录",
+        "verify_now": "立即验证",
+        "verified_at": "计算时间",
+        "started_by": "发起人",
+        "refresh": "刷新",
+        "js_checking": "正在本浏览器中验证…",
+        "js_ok": (
+            "已在本浏览器中验证：租户 {tenant} 的 {kind} 记录 #{seq} 在日志 {origin} 中，"
+            "该日志于 {time} 在大小为 {size} 时由密钥 {key_id} 签名。"
+        ),
+        "js_failed": "验证失败：{step}：{reason}",
+        "js_unavailable": "未验证：{reason}",
+        "js_step_key": "验证公钥",
+        "js_step_bundle": "读取证明包",
+        "js_step_signature": "检查点签名",
+        "js_step_origin": "日志名称",
+        "js_step_checkpoint": "已签名的树大小与根哈希",
+        "js_step_leaf": "叶子哈希",
+        "js_step_inclusion": "包含性证明",
+        "js_step_ciphertext": "存储的密文",
+        "js_key_malformed": "不是验证公钥（格式：<名称>+<密钥 ID>+<base64 公钥>）",
+        "js_key_id": "公钥与其密钥 ID 不符",
+        "js_unreadable": "不是证明包",
+        "js_not_signed": "检查点不是由此公钥签名的",
+        "js_bad_signature": "签名验证失败：检查点被改动，或由其他密钥签名",
+        "js_other_log": "检查点属于另一个日志",
+        "js_mismatch": "证明包中的树大小或根哈希与已签名的检查点不符",
+        "js_leaf_mismatch": "叶子哈希与记录头部的哈希不符",
+        "js_not_included": "该证明无法从此记录推导出已签名的根哈希",
+        "js_ciphertext": "密文与记录头部所固定的密文不一致",
+        "js_no_ed25519": "此浏览器无法验证 Ed25519 签名",
+        "js_no_key": "请在上方粘贴您持有的验证公钥，然后点击“用此公钥验证”",
         "payload": "内容",
         "original_prompt": "原始提示词",
         "actor": "操作人",
@@ -495,6 +639,10 @@ async def switch_language(page: Page) -> Response:
 # -- overview --------------------------------------------------------------------------
 
 
+# A verification result older than this is recomputed when the overview is opened.
+VERIFICATION_STALE_S = 15 * 60
+
+
 async def overview(page: Page) -> Response:
     await page.login()
     tenants = (await page.call("listTenants")).tenants
@@ -502,8 +650,17 @@ async def overview(page: Page) -> Response:
     if page.may(Permission.USAGE_READ):
         for tenant in tenants:
             usage.append(await page.call("tenantUsage", path={"tenant": tenant.name}))
-    health = await page.call("verifyAudit") if page.may(Permission.AUDIT_STATUS) else None
-    return page.render("overview.html.j2", usage=usage, health=health)
+    job = None
+    if page.may(Permission.AUDIT_STATUS):
+        # Verifying reads every record: it runs in the background, and the page shows the
+        # last result with its time, or how far the running one has come.
+        job = await page.call("verificationJob", query={})
+        finished = job.finished_at.timestamp() if job.finished_at else None
+        now = page.services.verifications.now().timestamp()
+        if job.state == "none" or (finished is not None and now - finished > VERIFICATION_STALE_S):
+            job = await page.call("startVerification", body={})
+    health = job.result if job is not None else None
+    return page.render("overview.html.j2", usage=usage, job=job, health=health)
 
 
 # -- tenants and keys ------------------------------------------------------------------
@@ -597,7 +754,13 @@ async def record_page(page: Page) -> Response:
     request_id = page.request.path_params["request_id"]
     records = (await page.call("getRequestRecords", path={"request_id": request_id})).records
     return page.render(
-        "record.html.j2", request_id=request_id, records=records, decrypted=None, _json=_json
+        "record.html.j2",
+        request_id=request_id,
+        records=records,
+        decrypted=None,
+        _json=_json,
+        signed=await _signed_sizes(page, records),
+        **await _proof_context(page),
     )
 
 
@@ -617,7 +780,27 @@ async def decrypt(page: Page) -> Response:
         records=records,
         decrypted=decrypted.records,
         _json=_json,
+        signed=await _signed_sizes(page, records),
+        **await _proof_context(page),
     )
+
+
+async def _proof_context(page: Page) -> dict[str, Any]:
+    """The published verifier key (None if this listener has none) and the script's texts."""
+    verifier = None
+    if page.may(Permission.AUDIT_STATUS):
+        try:
+            verifier = await page.call("verifierKey")
+        except LocalgateError:
+            verifier = None  # no signing key here: the page asks for the key the user holds
+    texts = {name[3:]: text for name, text in TEXT[page.lang].items() if name.startswith("js_")}
+    return {"verifier": verifier, "proof_texts": texts}
+
+
+async def _signed_sizes(page: Page, records: list[Any]) -> dict[str, int]:
+    """How many records of each log a checkpoint covers: which records have a proof yet."""
+    search = page.services.search
+    return await page.services.in_thread(search.signed_sizes, [r.tenant for r in records])
 
 
 async def trail_page(page: Page) -> Response:

@@ -63,6 +63,9 @@ __all__ = [
     "UserCreate",
     "UserCreated",
     "UserList",
+    "VerifierKeyOut",
+    "VerifyJobOut",
+    "VerifyJobRequest",
     "VerifyOut",
     "VerifyParams",
     "WhoAmI",
@@ -248,14 +251,32 @@ class ProofParams(Body):
 
 
 class ProofOut(BaseModel):
-    """An inclusion proof, as ``localgate audit check-proof`` reads it."""
+    """A proof bundle: a record's inclusion in its log, as ``localgate audit check-proof``
+    reads it (docs/audit.md, "Proof bundles"). Binary fields are base64."""
 
+    format: str
     suite: str
+    origin: str  # the signed checkpoint's origin line: the log's name
     tenant: str
     seq: int
-    header: str  # base64
-    checkpoint: str
-    proof: list[str]  # base64
+    leaf_index: int  # = seq
+    tree_size: int
+    header: str  # the leaf: the record's canonical header bytes
+    leaf_hash: str
+    proof: list[str]
+    root: str
+    checkpoint: str  # the signed note (C2SP signed-note, Ed25519)
+    ciphertexts: dict[str, str]  # "payload", "prompt": encrypted, as stored
+
+
+class VerifierKeyOut(BaseModel):
+    """The published verifier key of this gateway's logs (``localgate audit verifier-key``):
+    ``<name>+<key id>+base64(0x01 || Ed25519 public key)``; compare its key id with the
+    key you hold before trusting a check made with it."""
+
+    verifier_key: str
+    name: str
+    key_id: str  # 8 hex digits
 
 
 class VerifyParams(Body):
@@ -283,6 +304,28 @@ class VerifyOut(BaseModel):
     anchor_missing: str | None
     anchor_problems: list[str]
     tenants: list[TenantVerification]
+
+
+class VerifyJobRequest(Body):
+    """Whose log to verify in the background (every log's if none)."""
+
+    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
+
+
+class VerifyJobOut(BaseModel):
+    """A background verification: ``none`` (never ran here), ``running`` (``checked`` of
+    ``total`` records so far), ``done`` (``result``, computed at ``finished_at``) or
+    ``failed`` (``error``)."""
+
+    state: Literal["none", "running", "done", "failed"]
+    tenant: str | None
+    started_by: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    checked: int
+    total: int
+    result: VerifyOut | None
+    error: str | None
 
 
 class CheckpointsParams(Body):

@@ -19,6 +19,7 @@ from localgate.adminapi.oidc import OidcLogin
 from localgate.adminapi.sessions import LoginThrottle, SessionStore
 from localgate.adminapi.sessions_postgres import PostgresLoginThrottle, PostgresSessionStore
 from localgate.adminapi.trail import AdminTrail
+from localgate.adminapi.verifying import VerificationJobs
 from localgate.config import Settings
 from localgate.redaction.detector import Detector
 
@@ -49,6 +50,7 @@ class AdminServices:
     link: GatewayLink
     oidc: OidcLogin | None = None
     detectors: dict[str | None, Detector] = field(default_factory=dict)
+    verifications: VerificationJobs = field(default_factory=VerificationJobs)
 
     async def in_store_thread(self, call: Callable[..., T], *args: object) -> T:
         """Run ``call`` on the stores' thread."""

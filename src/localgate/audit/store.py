@@ -480,6 +480,14 @@ class AuditReader:
         ).fetchall()
         return [(int(row[0]), str(row[1])) for row in rows]
 
+    def signed_size(self, tenant: str) -> int:
+        """The size of the largest stored checkpoint (0 if none): the records below it are
+        covered by one (unverified here: ``verify`` checks the notes)."""
+        row = self.db.execute(
+            "SELECT MAX(size) FROM audit_checkpoints WHERE tenant=?", (tenant,)
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
     def add_checkpoint(self, tenant: str, size: int, note: str) -> bool:
         """Store a signed checkpoint; False if a row of that size was already there."""
         cursor = self.db.execute(

@@ -51,6 +51,7 @@ __all__ = [
     "TenantLists",
     "TenantReport",
     "Verification",
+    "VerifyProgress",
     "purge_point",
     "verify_all",
     "verify_tenant",
@@ -105,6 +106,18 @@ class TenantReport:
 
 
 @dataclass(slots=True)
+class VerifyProgress:
+    """How far a verification has come, for whoever watches it from another thread.
+
+    ``total`` is what the logs' heads counted when it started; a live log grows meanwhile,
+    so ``checked`` can end a little above it.
+    """
+
+    total: int = 0
+    checked: int = 0
+
+
+@dataclass(slots=True)
 class Verification:
     """Every tenant's report, and what is wrong with the anchor itself."""
 
@@ -125,8 +138,10 @@ def verify_all(
     verifier: CheckpointVerifier | None,
     anchor: Anchor | None = None,
     tenant: str | None = None,
+    progress: VerifyProgress | None = None,
 ) -> Verification:
-    """Verify every tenant the database, its tenant lists or the anchor know (or one)."""
+    """Verify every tenant the database, its tenant lists or the anchor know (or one);
+    ``progress`` is kept up to date as records are checked."""
     lists = TenantLists(reader, verifier)
     if tenant is not None:
         names = {tenant}
@@ -137,8 +152,11 @@ def verify_all(
         if anchor is not None:
             names |= anchor.tenants()
     anchor_problems = [f"{name}: {reason}" for name, reason in anchor.bad] if anchor else []
+    if progress is not None:
+        progress.total = sum(reader.frontier_size(name) for name in names)
     reports = [
-        verify_tenant(reader, name, suite, verifier, anchor, lists=lists) for name in sorted(names)
+        verify_tenant(reader, name, suite, verifier, anchor, lists=lists, progress=progress)
+        for name in sorted(names)
     ]
     return Verification(reports, anchor_problems, lists.foreign)
 
@@ -191,6 +209,7 @@ def verify_tenant(
     *,
     cutoff: datetime | None = None,
     lists: TenantLists | None = None,
+    progress: VerifyProgress | None = None,
 ) -> TenantReport:
     """Verify one tenant's log against its stored checkpoints, tenant lists and ``anchor``.
 
@@ -212,7 +231,7 @@ def verify_tenant(
     for checkpoint in report.signed:
         wanted.setdefault(checkpoint.size, []).append(checkpoint)
     purged_below = purge_point(reader, tenant, verifier)
-    walk = _Walk(tenant, hasher, suite, wanted, purged_below, cutoff)
+    walk = _Walk(tenant, hasher, suite, wanted, purged_below, cutoff, progress)
     problem = walk.run(reader)
     report.records = walk.frontier.size
     report.young_from = walk.frontier.size if walk.young_from is None else walk.young_from
@@ -247,8 +266,10 @@ class _Walk:
         wanted: dict[int, list[Checkpoint]],
         purged_below: int,
         cutoff: datetime | None,
+        progress: VerifyProgress | None = None,
     ) -> None:
         self.tenant = tenant
+        self.progress = progress
         self.hasher = hasher
         self.suite = suite
         self.wanted = wanted
@@ -304,6 +325,8 @@ class _Walk:
             ):
                 self.young_from = position
         self.frontier.append(record.leaf_hash)
+        if self.progress is not None:
+            self.progress.checked += 1
         signed = self.wanted.get(self.frontier.size)
         if signed:
             root = self.frontier.root()
