@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -108,6 +110,35 @@ _TARGETS = {
 }
 
 
+# Redis's own commands of the measurement, not the gateways'.
+_NOT_COUNTED = frozenset({"cmdstat_info", "cmdstat_hello", "cmdstat_select", "cmdstat_ping"})
+_SCRIPT_CALLS = ("cmdstat_evalsha", "cmdstat_eval")
+
+
+def _redis_counters(url: str) -> Callable[[], dict[str, float]]:
+    """Redis server counters, cumulative: its script calls (one per round trip of the
+    limits backend), every command (those run by scripts included) and its CPU time (µs).
+    Server-wide: the variants without the Redis backend show what else reached it."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def sample() -> dict[str, float]:
+        stats = client.info("commandstats")
+        cpu = client.info("cpu")
+        scripts = sum(int(stats[name]["calls"]) for name in _SCRIPT_CALLS if name in stats)
+        commands = sum(
+            int(value["calls"]) for name, value in stats.items() if name not in _NOT_COUNTED
+        )
+        return {
+            "script_calls": float(scripts),
+            "commands": float(commands - scripts),
+            "redis_cpu_us": (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6,
+        }
+
+    return sample
+
+
 def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str], Summary]:
     variants = [
         Variant("none", _CORE),
@@ -119,11 +150,21 @@ def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str
     ]
     loads = [Load("c1", 1, duration_s), Load("c64", 64, duration_s)]
     with tempfile.TemporaryDirectory(prefix="localgate-bench-limits-") as raw:
-        return compare(variants, loads, rounds=rounds, warmup_s=2, workdir=Path(raw))
+        return compare(
+            variants,
+            loads,
+            rounds=rounds,
+            warmup_s=2,
+            workdir=Path(raw),
+            counters=_redis_counters(redis),
+        )
 
 
 def _report(
-    in_process: dict[str, float], results: dict[tuple[str, str], Summary], command: str
+    in_process: dict[str, float],
+    results: dict[tuple[str, str], Summary],
+    command: str,
+    load: tuple[float, float],
 ) -> str:
     none64, mem64, red64 = (results[name, "c64"] for name in ("none", "memory", "redis"))
     none1, red1 = results["none", "c1"], results["redis", "c1"]
@@ -159,6 +200,16 @@ def _report(
             "",
         ),
     ]
+    redis_rows = [
+        ("script calls (round trips) per request", "script_calls", "{:.3f}"),
+        ("commands per request (run by the scripts)", "commands", "{:.1f}"),
+        ("Redis server CPU per request", "redis_cpu_us", "{:.1f} µs"),
+    ]
+    for what, counter, form in redis_rows:
+        if counter in red64.per_request:
+            seen = form.format(red64.per_request[counter])
+            background = form.format(none64.per_request.get(counter, 0.0))
+            rows.append((f"Redis backend at c=64: {what}", f"{seen} (without: {background})", ""))
     table = "\n".join(f"| {what} | {seen} | {target} |" for what, seen, target in rows)
     detail = "\n".join(
         f"| {name} | {load} | {s.rps:.0f} | {s.cpu_us:.0f} | {s.p50_ms:.3f} | {s.p99_ms:.3f} |"
@@ -172,7 +223,12 @@ configuration (no redaction, no audit trail, so the limits' share is visible) me
 side in one run: without limits, with every limit set for the tenant (requests, tokens per
 minute and per day, concurrency; never reached) on the memory backend, and on the Redis
 backend (the Redis server of this machine, over loopback). The gateways share one CPU, wrk
-and the fake upstream the other. Figures are medians over the rounds; compare within a run.
+and the fake upstream the other; Redis is not pinned. Figures are medians over the rounds;
+compare within a run. Redis's counters (INFO commandstats and cpu) are the whole server's:
+"without" is the same counter while the gateway without limits ran, i.e. what else reached
+that Redis meanwhile. The machine's load average (1 min) was {load[0]:.1f} as the gateways
+started and {load[1]:.1f} at the end, on {os.cpu_count()} CPUs: well above the CPUs, req/s
+ratios are noise; the CPU and Redis figures per request hold up better.
 
 | measure | seen | target |
 |---|---|---|
@@ -219,9 +275,11 @@ def main() -> None:
                 measured["redis_p50_ms"] = quantiles[49] * 1e3
                 measured["redis_p99_ms"] = quantiles[98] * 1e3
     if options.out is not None:
+        started = os.getloadavg()[0]
         results = _end_to_end(options.redis, options.rounds, options.duration)
+        load = (started, os.getloadavg()[0])
         command = "python -m bench.limits --redis URL --out " + str(options.out)
-        options.out.write_text(_report(measured, results, command), encoding="utf-8")
+        options.out.write_text(_report(measured, results, command, load), encoding="utf-8")
         print(f"wrote {options.out}")
 
 

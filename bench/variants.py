@@ -59,6 +59,8 @@ class Summary:
     cpu_us: float  # the gateway's CPU time per request
     p50_ms: float
     p99_ms: float
+    # What ``compare``'s ``counters`` counted meanwhile, per request (by counter name).
+    per_request: Mapping[str, float] = field(default_factory=dict)
 
 
 def compare(
@@ -69,8 +71,11 @@ def compare(
     warmup_s: int,
     workdir: Path,
     progress: Callable[[str], None] = print,
+    counters: Callable[[], Mapping[str, float]] | None = None,
 ) -> dict[tuple[str, str], Summary]:
-    """Each (variant, load)'s medians over ``rounds`` interleaved rounds."""
+    """Each (variant, load)'s medians over ``rounds`` interleaved rounds; with
+    ``counters`` (cumulative counts of something outside the gateways, e.g. a server's
+    commands), also how much each counter grew per request."""
     layout = CpuLayout.plan(sorted(os.sched_getaffinity(0)))
     python = sys.executable
     localgate = str(Path(python).parent / "localgate")
@@ -124,15 +129,26 @@ def compare(
             process.wait_ready(partial(_ok, f"{base_url}/readyz"), 60.0)
             progress(f"{name}: ready at {base_url}")
 
+        extra: dict[tuple[str, str], list[dict[str, float]]] = {}
+
         def measure(name: str, load: Load, duration_s: int) -> tuple[float, float, float, float]:
             base_url, script, process = gateways[name]
             url = base_url + paths[name]
             command = wrk_command(
                 url, script, connections=load.connections, duration_s=duration_s, cpus=layout.load
             )
+            counted = counters() if counters is not None else {}
             before = process.cpu_seconds()
             result, _ = run_wrk(command, duration_s + 60)
             cpu_s = process.cpu_seconds() - before
+            if counters is not None:
+                after = counters()
+                extra.setdefault((name, load.name), []).append(
+                    {
+                        key: (after[key] - counted.get(key, 0.0)) / max(result.requests, 1)
+                        for key in after
+                    }
+                )
             if result.socket_errors or result.non_2xx:
                 raise SystemExit(
                     f"{name}: {result.socket_errors} socket errors, {result.non_2xx} non-2xx "
@@ -149,6 +165,7 @@ def compare(
         for name in gateways:
             for load in loads:
                 measure(name, load, warmup_s)
+        extra.clear()  # the warm-up's
         samples: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {
             (v.name, load.name): [] for v in variants for load in loads
         }
@@ -167,7 +184,18 @@ def compare(
                     )
                 )
         return {
-            key: Summary(*(statistics.median(s[i] for s in found) for i in range(4)))
+            key: Summary(
+                rps=statistics.median(s[0] for s in found),
+                cpu_us=statistics.median(s[1] for s in found),
+                p50_ms=statistics.median(s[2] for s in found),
+                p99_ms=statistics.median(s[3] for s in found),
+                per_request={
+                    counter: statistics.median(sample.get(counter, 0.0) for sample in extra[key])
+                    for counter in extra[key][0]
+                }
+                if extra.get(key)
+                else {},
+            )
             for key, found in samples.items()
         }
 

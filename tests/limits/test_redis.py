@@ -93,6 +93,57 @@ def test_a_lapsed_lease_frees_the_slot_and_refunds_the_tokens(redis_prefix: str)
     assert waited < 2.0  # the lease is 1 s; the rest is slack for a loaded machine
 
 
+def test_only_the_lapsed_lease_is_purged_while_another_is_renewed(redis_prefix: str) -> None:
+    # Two reservations in flight, one of them abandoned (its replica died): once its lease
+    # has lapsed its slot comes back, while the one renewed meanwhile keeps its own.
+    scope = ScopeLimits("tenant:acme", concurrent_requests=2)
+
+    async def scenario(backend: RedisBackend) -> Limit | None:
+        await backend.admit((scope,), 0, "kept")
+        await backend.admit((scope,), 0, "dropped")
+        del backend._held["dropped"]  # no longer renewed
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while (await backend.admit((scope,), 0, "third")).refused is not None:
+            assert loop.time() - started < INFRASTRUCTURE_TIMEOUT_S
+            await asyncio.sleep(0.05)
+        return (await backend.admit((scope,), 0, "fourth")).refused
+
+    assert run(redis_prefix, scenario, lease_s=1) is Limit.CONCURRENT_REQUESTS
+
+
+def test_a_settlement_sent_without_waiting_is_written_and_told(redis_prefix: str) -> None:
+    scope = ScopeLimits("tenant:acme", tokens_per_minute=100, concurrent_requests=1)
+
+    async def scenario(backend: RedisBackend) -> tuple[list[Exception | None], int]:
+        told: list[Exception | None] = []
+        await backend.admit((scope,), 90, "a")
+        backend.settle_soon((scope,), "a", 30, False, told.append)
+        # Sent with the next call: this admission sees the slot free and 30 tokens used.
+        admitted = await backend.admit((scope,), 60, "b")
+        assert admitted.tokens is not None
+        return told, admitted.tokens.remaining
+
+    assert run(redis_prefix, scenario) == ([None], 100 - 30 - 60)
+
+
+def test_a_settlement_that_cannot_be_written_is_told_so() -> None:
+    scope = ScopeLimits("tenant:acme", requests_per_minute=50)
+
+    async def main() -> list[Exception | None]:
+        backend = RedisBackend("redis://127.0.0.1:1/0", timeout_s=INFRASTRUCTURE_TIMEOUT_S)
+        told: list[Exception | None] = []
+        try:
+            backend.settle_soon((scope,), "a", 0, False, told.append)
+            await backend.drain()
+        finally:
+            await backend.close()
+        return told
+
+    [error] = asyncio.run(main())
+    assert isinstance(error, LimitsUnavailable)
+
+
 def test_a_lease_is_renewed_while_its_request_runs(redis_prefix: str) -> None:
     scope = ScopeLimits("tenant:acme", concurrent_requests=1)
 
@@ -105,23 +156,22 @@ def test_a_lease_is_renewed_while_its_request_runs(redis_prefix: str) -> None:
 
 
 def test_calls_made_together_are_batched_and_each_gets_its_own_answer(redis_prefix: str) -> None:
-    # 200 admissions and their settlements at once: they travel in pipelines, yet each
-    # request gets the answer of its own script (the 50 admitted are exactly those whose
-    # settlement then frees their concurrency slot).
+    # 200 admissions and their settlements at once: they travel in batches, yet each
+    # request gets the answer of its own operation (the 50 admitted are exactly those whose
+    # settlement then frees their concurrency slot: 50 slots are free again, not 51).
     scope = ScopeLimits("tenant:acme", requests_per_minute=50, concurrent_requests=200)
+    slots_only = ScopeLimits("tenant:acme", concurrent_requests=50)
 
-    async def scenario(backend: RedisBackend) -> tuple[int, int]:
+    async def scenario(backend: RedisBackend) -> tuple[int, list[Limit | None]]:
         answers = await asyncio.gather(*(backend.admit((scope,), 0, f"r{n}") for n in range(200)))
         admitted = [f"r{n}" for n, answer in enumerate(answers) if answer.refused is None]
         await asyncio.gather(*(backend.settle((scope,), rid, 0, False) for rid in admitted))
-        client = aioredis.Redis.from_url(REDIS_URL)
-        try:
-            in_flight = await client.zcard(f"{redis_prefix}tenant:acme:leases")
-        finally:
-            await client.aclose()
-        return len(admitted), int(in_flight)
+        again = [(await backend.admit((slots_only,), 0, f"s{n}")).refused for n in range(51)]
+        return len(admitted), again
 
-    assert run(redis_prefix, scenario) == (50, 0)
+    admitted, again = run(redis_prefix, scenario)
+    assert admitted == 50
+    assert again == [None] * 50 + [Limit.CONCURRENT_REQUESTS]
 
 
 def test_a_script_redis_does_not_know_is_loaded_and_the_call_repeated(redis_prefix: str) -> None:
@@ -129,22 +179,16 @@ def test_a_script_redis_does_not_know_is_loaded_and_the_call_repeated(redis_pref
     # forgot (a restart, SCRIPT FLUSH, which would disturb other tests). Alone and in a
     # batch, the operations are answered once it is loaded.
     source = _APPLY + f"\n-- {secrets.token_hex(8)}\n"
-    scope = f"{redis_prefix}tenant:acme"
+    scope = ScopeLimits("tenant:acme", requests_per_minute=10)
 
-    async def main() -> tuple[str, list[str]]:
-        client = aioredis.Redis.from_url(REDIS_URL)
-        try:
-            alone = await _Batches(client, source).call("s", "none", 0, 0, scope)
-            source2 = source + "-- again\n"
-            batches = _Batches(client, source2)
-            together = await asyncio.gather(
-                *(batches.call("s", f"r{n}", 0, 0, scope) for n in range(3))
-            )
-            return alone, list(together)
-        finally:
-            await client.aclose()
+    async def scenario(backend: RedisBackend) -> list[int]:
+        backend._batches = _Batches(backend._client, source)
+        alone = [await backend.admit((scope,), 0, "a")]
+        backend._batches = _Batches(backend._client, source + "-- again\n")
+        together = await asyncio.gather(*(backend.admit((scope,), 0, f"r{n}") for n in range(3)))
+        return [answer.requests.remaining for answer in [*alone, *together] if answer.requests]
 
-    assert asyncio.run(main()) == ("1", ["1", "1", "1"])
+    assert run(redis_prefix, scenario) == [9, 8, 7, 6]
 
 
 def test_an_unreachable_redis_fails_every_call_of_a_batch() -> None:

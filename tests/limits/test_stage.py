@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -240,6 +241,16 @@ class _Down:
     ) -> None:
         raise LimitsUnavailable("connection refused")
 
+    def settle_soon(
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        reservation: str,
+        tokens: int | None,
+        refund_request: bool,
+        done: Callable[[Exception | None], None],
+    ) -> None:
+        done(LimitsUnavailable("connection refused"))
+
     async def close(self) -> None:
         return None
 
@@ -294,3 +305,31 @@ def test_an_unreachable_redis_refuses_with_503_and_is_not_asked_again_at_once() 
     asyncio.run(scenario())
 
     assert metrics.registry.get_sample_value("localgate_limits_backend_errors_total") == 2
+
+
+def test_a_released_permit_is_settled_in_redis_without_the_request_waiting(
+    redis_prefix: str,
+) -> None:
+    from localgate.limits.redis_backend import RedisBackend
+    from tests.limits.conftest import REDIS_URL
+
+    limits = {"concurrent_requests": 1, "tokens_per_minute": 1000, "default_output_tokens": 100}
+
+    async def scenario() -> tuple[int, str | None]:
+        backend = RedisBackend(REDIS_URL, prefix=redis_prefix, timeout_s=5)
+        limiter = TenantLimiter(backend, GatewayMetrics())
+        try:
+            permit = await limiter.admit(request(limits))
+            permit.release(Settlement(Outcome.FORWARDED, forwarded=True, tokens=40))
+            pending = limiter._settling  # handed to the backend, not yet written
+            await limiter.close_settlements()
+            ctx = request(limits)
+            await limiter.admit(ctx)  # the slot is free again, 40 tokens used
+            return pending, (ctx.limit_headers or {}).get("x-ratelimit-remaining-tokens")
+        finally:
+            await limiter.close()
+
+    pending, remaining = asyncio.run(scenario())
+    assert pending == 1
+    # Each request reserves 1 prompt token and 100 of output; the first settled to 40.
+    assert remaining == str(1000 - 40 - 101)

@@ -11,6 +11,7 @@ opens a new one at zero. ``Retry-After`` is the time left in the window that ref
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -179,6 +180,19 @@ class LimitBackend(Protocol):
         minute. A reservation already settled, or expired, is left alone."""
         ...
 
+    def settle_soon(
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        reservation: str,
+        tokens: int | None,
+        refund_request: bool,
+        done: Callable[[Exception | None], None],
+    ) -> None:
+        """``settle`` without waiting for it: ``done`` is told once it is written (None)
+        or could not be (the error; the reservation's lease runs out instead)."""
+        ...
+
     async def close(self) -> None:
-        """Stop background work and close connections."""
+        """Write the settlements not yet written, stop background work and close
+        connections."""
         ...

@@ -52,17 +52,24 @@ def estimate_tokens(method: GeminiMethod, body: Any, default_output_tokens: int)
 
 def _tokens(value: Any) -> int:
     """Every string in the request counts (texts, function declarations, schemas);
-    media parts count a fixed amount, whatever their encoded size."""
-    if isinstance(value, str):
-        return text_tokens(value)
-    if isinstance(value, dict):
-        total = 0
-        for key, item in value.items():
-            if key in _MEDIA_KEYS:
-                total += _MEDIA_PART_TOKENS
+    media parts count a fixed amount, whatever their encoded size. Walked with a stack
+    rather than recursion: it runs for every limited request."""
+    total = 0
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, str):
+            if item.isascii():
+                total += (len(item) + 3) // 4
             else:
-                total += _tokens(item)
-        return total
-    if isinstance(value, list):
-        return sum(_tokens(item) for item in value)
-    return 0
+                total += text_tokens(item)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if key in _MEDIA_KEYS:
+                    total += _MEDIA_PART_TOKENS
+                else:
+                    push(inner)
+        elif isinstance(item, list):
+            extend(item)
+    return total

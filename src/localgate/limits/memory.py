@@ -141,6 +141,18 @@ class MemoryBackend:
         """Refund or debit the difference in the windows it was counted in, if still open."""
         self.settle_now(scopes, reservation, tokens, refund_request)
 
+    def settle_soon(
+        self,
+        scopes: tuple[ScopeLimits, ...],
+        reservation: str,
+        tokens: int | None,
+        refund_request: bool,
+        done: Callable[[Exception | None], None],
+    ) -> None:
+        """``settle``, done at once."""
+        self.settle_now(scopes, reservation, tokens, refund_request)
+        done(None)
+
     def settle_now(
         self,
         scopes: tuple[ScopeLimits, ...],

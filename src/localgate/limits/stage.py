@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -76,7 +77,9 @@ class TenantLimiter:
         self._backend_down_until = -math.inf
         self._clock = clock
         self._queue = AdmissionQueue(max_queue, poll_s)
-        self._settling: set[asyncio.Task[None]] = set()
+        # Settlements handed to the backend and not yet written (or failed).
+        self._settling = 0
+        self._settled_all: asyncio.Future[None] | None = None
         # Reservation ids: unique across replicas (the prefix) and cheap (the counter).
         self._id_prefix = f"{uuid.uuid4().hex[:12]}-"
         self._ids = itertools.count()
@@ -260,31 +263,30 @@ class TenantLimiter:
             backend.settle_now(scopes, reservation, tokens, refund)
             self._queue.slot_freed(tenant)
             return
-        task = asyncio.get_running_loop().create_task(
-            self._settle(backend, tenant, scopes, reservation, tokens, refund)
+        # Written after the answer, with other requests' admissions and settlements; no
+        # request waits for it.
+        self._settling += 1
+        backend.settle_soon(
+            scopes,
+            reservation,
+            tokens,
+            refund,
+            functools.partial(self._settled, tenant, reservation),
         )
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
 
-    async def _settle(
-        self,
-        backend: LimitBackend,
-        tenant: str,
-        scopes: tuple[ScopeLimits, ...],
-        reservation: str,
-        tokens: int | None,
-        refund: bool,
-    ) -> None:
-        try:
-            await backend.settle(scopes, reservation, tokens, refund)
-        except LimitsUnavailable as exc:
+    def _settled(self, tenant: str, reservation: str, error: Exception | None) -> None:
+        self._settling -= 1
+        if error is not None:
             # The lease runs out instead: the slot comes back, the estimate is refunded.
             self._metrics.limits_backend_errors.inc()
             logger.warning(
-                "limits settlement %s not written (lease will expire): %s", reservation, exc
+                "limits settlement %s not written (lease will expire): %s", reservation, error
             )
-        finally:
-            self._queue.slot_freed(tenant)
+        self._queue.slot_freed(tenant)
+        if not self._settling and self._settled_all is not None:
+            if not self._settled_all.done():
+                self._settled_all.set_result(None)
+            self._settled_all = None
 
     async def tenant_usage(self, tenant: str) -> ScopeUsage:
         """What the backend has counted for ``tenant`` (``LimitsUnavailable`` if it cannot
@@ -293,8 +295,10 @@ class TenantLimiter:
 
     async def close_settlements(self) -> None:
         """Wait for the settlements in flight (written in the background)."""
-        if self._settling:
-            await asyncio.gather(*self._settling, return_exceptions=True)
+        while self._settling:
+            if self._settled_all is None:
+                self._settled_all = asyncio.get_running_loop().create_future()
+            await self._settled_all
 
     async def close(self) -> None:
         """Wait for settlements in flight, then close the backend."""
@@ -367,19 +371,30 @@ def _headers(admission: Admission, scopes: tuple[ScopeLimits, ...]) -> dict[str,
     if refused is not None and refused is not Limit.CONCURRENT_REQUESTS:
         scope = next(s for s in scopes if s.scope == admission.refused_scope)
         value = scope.values()[LIMIT_ORDER.index(refused)] or 0
-        kind = "requests" if refused is Limit.REQUESTS_PER_MINUTE else "tokens"
-        _quota_headers(headers, kind, Quota(value, 0, admission.retry_after_s))
+        names = _REQUESTS_HEADERS if refused is Limit.REQUESTS_PER_MINUTE else _TOKENS_HEADERS
+        _quota_headers(headers, names, Quota(value, 0, admission.retry_after_s))
         return headers
-    for kind, quota in (("requests", admission.requests), ("tokens", admission.tokens)):
-        if quota is not None:
-            _quota_headers(headers, kind, quota)
+    if admission.requests is not None:
+        _quota_headers(headers, _REQUESTS_HEADERS, admission.requests)
+    if admission.tokens is not None:
+        _quota_headers(headers, _TOKENS_HEADERS, admission.tokens)
     return headers
 
 
-def _quota_headers(headers: dict[str, str], kind: str, quota: Quota) -> None:
-    headers[f"x-ratelimit-limit-{kind}"] = str(quota.limit)
-    headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, quota.remaining))
-    headers[f"x-ratelimit-reset-{kind}"] = f"{max(0, math.ceil(quota.reset_s))}s"
+# Every answer of a limited tenant carries them: the names are made once.
+_QUOTA_HEADERS = ("limit", "remaining", "reset")
+_REQUESTS_HEADERS = tuple(
+    f"x-ratelimit-{what}-requests" for what in ("limit", "remaining", "reset")
+)
+_TOKENS_HEADERS = tuple(f"x-ratelimit-{what}-tokens" for what in ("limit", "remaining", "reset"))
+
+
+def _quota_headers(headers: dict[str, str], names: tuple[str, ...], quota: Quota) -> None:
+    limit, remaining, reset = names
+    headers[limit] = str(quota.limit)
+    headers[remaining] = str(quota.remaining) if quota.remaining > 0 else "0"
+    seconds = math.ceil(quota.reset_s)
+    headers[reset] = f"{seconds}s" if seconds > 0 else "0s"
 
 
 def _refusal(admission: Admission, headers: dict[str, str]) -> ResourceExhausted:
