@@ -289,3 +289,25 @@ def test_usage_reads_the_windows_and_the_live_leases(redis_prefix: str) -> None:
     assert 0 < (after.requests_per_minute.resets_in_s or 0) <= 60
     assert 86_300 < (after.tokens_per_day.resets_in_s or 0) <= 86_400
     assert after.in_flight == 1  # "b" still runs
+
+
+def test_usage_does_not_count_a_lapsed_lease_in_flight(redis_prefix: str) -> None:
+    scope = ScopeLimits("tenant:acme", concurrent_requests=5)
+
+    async def scenario(backend: RedisBackend) -> tuple[int, int]:
+        await backend.admit((scope,), 0, "held")
+        await backend.admit((scope,), 0, "dead")
+        # A replica that dies stops renewing: "dead" is forgotten here, "held" renewed.
+        del backend._held["dead"]
+        before = (await backend.usage("tenant:acme")).in_flight
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while (await backend.usage("tenant:acme")).in_flight != 1:
+            assert loop.time() - started < INFRASTRUCTURE_TIMEOUT_S
+            await asyncio.sleep(0.05)
+        return before, (await backend.usage("tenant:acme")).requests_per_minute.used
+
+    before, requests = run(redis_prefix, scenario, lease_s=1)
+
+    assert before == 2
+    assert requests == 2  # reading purges nothing: both requests stay counted
