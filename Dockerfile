@@ -1,5 +1,7 @@
-# syntax=docker/dockerfile:1
 # localgate's container image: `docker build -t localgate .` (docs/deploy.md).
+# BuildKit (Docker's default builder since 23.0) with its built-in Dockerfile frontend: no
+# `# syntax=` line, so no frontend image is pulled and it builds where Docker Hub is not
+# reachable (with PYTHON_IMAGE from a registry that is).
 #
 # Two stages: the first builds wheels of localgate and of its runtime dependencies only
 # (no extras: neither the dev tools nor the semantic embedder's torch); the second installs
@@ -13,7 +15,13 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip wheel --wheel-dir /wheels .
+# Behind a TLS-inspecting proxy or with a private index, pip's configuration and the CA
+# bundle come in as build secrets, never stored in a layer (docs/deploy.md, "The image"):
+#   --secret id=pip.conf,src=pip.conf --secret id=ca-bundle,src=/path/to/ca-bundle.crt
+RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
+    --mount=type=secret,id=ca-bundle,target=/run/secrets/ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+    && pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="localgate" \
@@ -29,8 +37,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 localgate \
     && useradd --system --uid 10001 --gid 10001 --no-create-home \
        --home-dir /var/lib/localgate --shell /usr/sbin/nologin localgate
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels /wheels/localgate-*.whl
+# Mounted on /mnt, which exists: a new mount point would stay behind as an empty folder.
+RUN --mount=type=bind,from=build,source=/wheels,target=/mnt \
+    pip install --no-index --find-links=/mnt /mnt/localgate-*.whl
 # /etc/localgate/keys: where key files are mounted (or written by `localgate audit keygen`);
 # owner-only, as the gateway refuses key files others can read.
 RUN mkdir -p /etc/localgate/keys /var/lib/localgate \

@@ -55,6 +55,10 @@ bench: $(VENV)/.dev
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || \
 		{ echo "make bench needs wrk (Debian/Ubuntu: apt-get install wrk)"; exit 1; }
 	$(BIN)/python -m bench.run --out docs/benchmarks.md
+	# The defaults on a ~2 KB Chinese/English prompt dense with personal data (issue 18's
+	# targets), and its CPU per request stage by stage, in process.
+	$(BIN)/python -m bench.run --body pii-dense --out docs/benchmarks-pii-dense.md
+	$(BIN)/python -m bench.stages --body pii-dense --out docs/benchmarks-stages.md
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	# The limits' cost: needs a Redis server (LOCALGATE_REDIS_URL, default the local one, db 13).

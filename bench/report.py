@@ -13,7 +13,6 @@ from bench.results import (
     FLOOR,
     LOCALGATE,
     TARGETS,
-    THROUGHPUT_TARGET,
     Cell,
     Results,
     Scenario,
@@ -49,9 +48,11 @@ def render_report(
     throughput_key: str,
     command: str,
     config: Path | None,
+    body: str = "The request text contains no personal data.",
 ) -> str:
     """The whole report as Markdown; ``command`` is how it was made, ``config`` the
-    configuration localgate ran with (None: its built-in defaults)."""
+    configuration localgate ran with (None: its built-in defaults), ``body`` a sentence
+    on the request body sent."""
     checks = results.checks(latency_key, throughput_key)
     out: list[str] = [
         "# Benchmarks",
@@ -88,7 +89,7 @@ def render_report(
         out += _scenario_table(results, scenario)
     out += _ratio_table(results)
     out += _machine_section(machine)
-    out += _method_section(results, commands, settings, config)
+    out += _method_section(results, commands, settings, config, body)
     out += _commands_section(commands, results.scenarios)
     return "\n".join(out) + "\n"
 
@@ -152,7 +153,9 @@ def _interpretation(results: Results, latency_key: str, throughput_key: str) -> 
     paragraphs = [
         f"**Latency.** With one connection, localgate answers in {_ms(g50)} ms at p50 against "
         f"{_ms(d50)} ms for the upstream called directly: it adds {_ms(g50 - d50)} ms "
-        f"(target ≤ 1 ms: {_verdict(checks['added latency'].holds)}). The floor proxy "
+        f"(target ≤ {_ms(results.added_latency_goal_us)} ms"
+        + (" including the disk's fsync latency" if results.goals.plus_fsync else "")
+        + f": {_verdict(checks['added latency'].holds)}). The floor proxy "
         f"already adds {_ms(f50 - d50)} ms — an extra Python hop (two more loopback "
         "connections, an event-loop turn on each side, and wake-ups across CPUs, since the "
         f"proxy runs on the other CPU); localgate's own work is the remaining "
@@ -163,9 +166,10 @@ def _interpretation(results: Results, latency_key: str, throughput_key: str) -> 
     ratio = gateway64.rps / floor64.rps
     floor_cpu, gateway_cpu = floor64.proxy_cpu_us, gateway64.proxy_cpu_us
     busy = _proxy_busy(gateway64)
+    goal = results.goals.throughput
     text = (
         f"**Throughput.** With 64 connections localgate serves {gateway64.rps:,.0f} req/s, "
-        f"{ratio:.0%} of the floor's {floor64.rps:,.0f} (target ≥ {THROUGHPUT_TARGET:.0%}: "
+        f"{ratio:.0%} of the floor's {floor64.rps:,.0f} (target ≥ {goal:.0%}: "
         f"{_verdict(checks['throughput'].holds)})."
     )
     if floor_cpu is not None and gateway_cpu is not None:
@@ -176,9 +180,9 @@ def _interpretation(results: Results, latency_key: str, throughput_key: str) -> 
             f"({gateway_cpu / floor_cpu:.1f}x)."
         )
         if not checks["throughput"].holds:
-            budget = floor_cpu / THROUGHPUT_TARGET
+            budget = floor_cpu / goal
             text += (
-                f" To reach {THROUGHPUT_TARGET:.0%} of the floor, localgate has to get down to "
+                f" To reach {goal:.0%} of the floor, localgate has to get down to "
                 f"about {budget:.0f} µs per request, i.e. shed about "
                 f"{gateway_cpu - budget:.0f} µs of its {gateway_cpu - floor_cpu:.0f} µs of "
                 "gateway work."
@@ -189,11 +193,19 @@ def _interpretation(results: Results, latency_key: str, throughput_key: str) -> 
         parts = []
         for scenario in streams:
             f, g = results.cell(scenario, FLOOR), results.cell(scenario, LOCALGATE)
-            parts.append(
+            part = (
                 f"with {scenario.connections} connection{'s' if scenario.connections > 1 else ''}"
                 f" localgate reaches {g.rps / f.rps:.0%} of the floor's req/s, at a p50 of "
                 f"{_ms(g.latency_us(50))} ms against {_ms(f.latency_us(50))} ms"
             )
+            d_first = results.cell(scenario, DIRECT).first_event_us
+            f_first, g_first = f.first_event_us, g.first_event_us
+            if d_first is not None and f_first is not None and g_first is not None:
+                part += (
+                    f" (first event after {_ms(g_first)} ms against {_ms(f_first)} ms through "
+                    f"the floor and {_ms(d_first)} ms direct)"
+                )
+            parts.append(part)
         paragraphs.append(
             "**Streaming** (three small SSE events per answer, sent back to back, so a "
             "request's latency is its time to the last event, close to its time to the "
@@ -227,7 +239,7 @@ def _machine_section(machine: Machine) -> list[str]:
 
 
 def _method_section(
-    results: Results, commands: Commands, settings: str, config: Path | None
+    results: Results, commands: Commands, settings: str, config: Path | None, body: str
 ) -> list[str]:
     pinned = any("taskset" in line for line in commands.servers)
     placement = (
@@ -254,10 +266,19 @@ def _method_section(
         "- wrk runs one thread; its `done` hook reports the request count, errors and "
         "latency percentiles (50/75/90/99/99.9) in microseconds. `--latency` also prints "
         "wrk's usual distribution.",
+        *_probes_lines(results),
         "- CPU per request is the process's user+system time (from `/proc/PID/stat`, all "
         "threads) during the measurement, divided by the requests completed. Unlike req/s "
         "it hardly moves when other programs compete for the CPUs.",
-        f"- {_configuration(config)} The request text contains no personal data.",
+        f"- {_configuration(config)} {body}",
+        "- Request bodies: `python -m bench.run --body small` (the default) sends a short "
+        "question with no personal data; `--body pii-dense` sends `bench/bodies/pii-dense.json`, "
+        "a ~2 KB customer-service ticket mixing Chinese and English with mobile numbers, a "
+        "resident ID, e-mail addresses, names, addresses and a bank card, which is what "
+        "redaction, restoration and the audit trail are sized by. `make bench` runs the "
+        "defaults with both (docs/benchmarks.md, docs/benchmarks-pii-dense.md); "
+        "`python -m bench.stages --body pii-dense` splits the CPU per request by pipeline "
+        "stage, in process (docs/benchmarks-stages.md).",
         "",
         "Caveats: wrk is closed-loop (each connection sends its next request when the "
         "previous answer is in), so latencies at 64 connections are queueing at saturation, "
@@ -276,6 +297,23 @@ def _method_section(
         "the GIL, i.e. Python work, not waiting.",
         "",
     ]
+
+
+def _probes_lines(results: Results) -> list[str]:
+    lines = []
+    if results.fsync_us is not None:
+        lines.append(
+            "- The disk's fsync latency, measured in localgate's data directory before the "
+            "rounds (append 256 bytes to a file, `fsync`; median of 200): "
+            f"{_ms(results.fsync_us)} ms."
+        )
+    if any(m.first_event_us is not None for m in results.measurements):
+        lines.append(
+            "- Time to first event (streaming, one connection): after each wrk measurement, "
+            "200 requests one after another on one kept-alive connection, each timed from "
+            "sending it to reading its first `data:` bytes; the median per round."
+        )
+    return lines
 
 
 def _commands_section(commands: Commands, scenarios: tuple[Scenario, ...]) -> list[str]:

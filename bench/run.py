@@ -25,8 +25,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.machine import Machine, MachineCpu, describe_machine
+from bench.probes import first_event_us, fsync_latency_us
 from bench.report import Commands, render_report
-from bench.results import DIRECT, FLOOR, LOCALGATE, TARGETS, Measurement, Results, Scenario
+from bench.results import (
+    CORE_GOALS,
+    DEFAULTS_GOALS,
+    DIRECT,
+    FLOOR,
+    LOCALGATE,
+    TARGETS,
+    Goals,
+    Measurement,
+    Results,
+    Scenario,
+)
 from bench.servers import (
     BenchError,
     ServerProcess,
@@ -38,18 +50,40 @@ from bench.servers import (
     stopping_cleanly,
 )
 from bench.wrk import WrkError, WrkResult, lua_script, run_wrk, wrk_command
+from localgate.config import load_settings
 
 __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "/v1beta/models/gemini-2.5-flash"
-REQUEST_BODY = (
-    b'{"contents":[{"role":"user","parts":[{"text":"Explain how AI works in a few words"}]}]}'
-)
+BODIES = REPO / "bench" / "bodies"
+# The request bodies of ``--body``: a short question, and a ~2 KB customer-service ticket
+# mixing Chinese and English, dense with personal data (mobile numbers, a resident ID,
+# e-mail addresses, names, addresses, a bank card), as such prompts are.
+BODY_NAMES = ("small", "pii-dense")
+_BODY_NOTES = {
+    "small": "The request text contains no personal data.",
+    "pii-dense": "The request body is `bench/bodies/pii-dense.json` (--body pii-dense): a "
+    "~2 KB customer-service ticket mixing Chinese and English, with mobile numbers, a "
+    "resident ID, e-mail addresses, names, addresses and a bank card; the fake upstream "
+    "echoes the prompt, so localgate's answer carries placeholders to restore.",
+}
+
+
+def request_body(name: str) -> bytes:
+    """The bytes of one of the benchmark's request bodies (``BODY_NAMES``)."""
+    if name not in BODY_NAMES:
+        raise ValueError(f"no request body called {name!r}")
+    return (BODIES / f"{name}.json").read_bytes().strip()
+
+
+REQUEST_BODY = request_body("small")
 UPSTREAM_KEY = "bench-upstream-key"  # the fake upstream accepts any key
 READY_DEADLINE_S = 30.0
 LATENCY_SCENARIO = "unary-c1"
 THROUGHPUT_SCENARIO = "unary-c64"
+# Requests timed for the time to first event, per streaming one-connection measurement.
+FIRST_EVENT_PROBES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +96,7 @@ class RunOptions:
     stream_duration_s: int
     warmup_s: int
     config: Path | None = None
+    body: str = "small"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +126,8 @@ class Target:
 def _command(options: RunOptions) -> str:
     """The command line that makes this report."""
     config = f" --config {options.config}" if options.config else ""
-    return f"python -m bench.run{config} --out {options.out}"
+    body = f" --body {options.body}" if options.body != "small" else ""
+    return f"python -m bench.run{config}{body} --out {options.out}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,10 +153,13 @@ def _run(options: RunOptions) -> int:
             throughput_key=THROUGHPUT_SCENARIO,
             command=_command(options),
             config=options.config,
+            body=_BODY_NOTES[options.body],
         )
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(report, encoding="utf-8")
     print(f"bench: wrote {options.out}", file=sys.stderr)
+    if results.fsync_us is not None:
+        print(f"bench: fsync latency of the data directory: {results.fsync_us:.0f} µs")
     for check in results.checks(LATENCY_SCENARIO, THROUGHPUT_SCENARIO):
         verdict = "holds" if check.holds else "MISSED"
         print(f"bench: {check.name}: {check.measured} — target {verdict}", file=sys.stderr)
@@ -144,12 +183,19 @@ class Bench:
         self.commands = Commands()
         self._servers: list[ServerProcess] = []
         self._headers: dict[str, str] = {}
+        self.body = request_body(options.body)
+        self.goals = goals_for(options.config)
+        self._fsync_us: float | None = None
+        self._events_per_answer: int | None = None
 
     def run(self) -> Results:
         """Start everything, measure, stop everything."""
         with ExitStack() as stack:
             upstream, targets = self._start(stack)
             self._verify(targets)
+            # The disk the audit trail commits to, before any load.
+            self._fsync_us = fsync_latency_us(self.tmp / "data")
+            _progress(f"fsync latency of the data directory: {self._fsync_us:.0f} µs")
             total_s = self._estimate_s()
             _progress(f"measuring for about {total_s / 60:.1f} min")
             self._warm_up(targets)
@@ -162,7 +208,13 @@ class Bench:
                         measurement = self._measure(round_index + 1, scenario, target, upstream)
                         measurements.append(measurement)
                         _progress(_describe(measurement, len(measurements), self._cells()))
-            return Results(self.scenarios, measurements)
+            return Results(
+                self.scenarios,
+                measurements,
+                goals=self.goals,
+                fsync_us=self._fsync_us,
+                events_per_answer=self._events_per_answer,
+            )
 
     def settings_text(self) -> str:
         """The run's knobs, for the report."""
@@ -234,9 +286,9 @@ class Bench:
         )
         gateway.wait_ready(lambda: _answers(gateway_port, "/readyz", None), READY_DEADLINE_S)
 
-        self.script.write_text(lua_script("POST", REQUEST_BODY, headers))
+        self.script.write_text(lua_script("POST", self.body, headers))
         self.commands.lua = lua_script(
-            "POST", REQUEST_BODY, {**headers, "x-goog-api-key": "<tenant key from keys create>"}
+            "POST", self.body, {**headers, "x-goog-api-key": "<tenant key from keys create>"}
         )
         targets = [
             Target(DIRECT, upstream_port, None),
@@ -287,12 +339,15 @@ class Bench:
         for path, streaming in calls.items():
             answers = {}
             for target in targets:
-                status, _, body = http_call(target.port, "POST", path, REQUEST_BODY, self._headers)
+                status, _, body = http_call(target.port, "POST", path, self.body, self._headers)
                 if status != 200:
                     raise BenchError(f"{target.name} answered {status} to {path}: {body[:300]!r}")
                 answers[target.name] = _content(body, streaming=streaming)
             if len({json.dumps(a, sort_keys=True) for a in answers.values()}) != 1:
                 raise BenchError(f"the targets disagree on {path}: {answers}")
+            events = answers[DIRECT]
+            if streaming and isinstance(events, list):
+                self._events_per_answer = len(events)
 
     def _warm_up(self, targets: Sequence[Target]) -> None:
         if self.options.warmup_s <= 0:
@@ -326,6 +381,14 @@ class Bench:
         for server in self._servers:
             server.check_alive()
         ours = sum(used.values()) + result.cpu_s + own_s
+        first_event = None
+        if scenario.streaming and scenario.connections == 1:
+            try:
+                first_event = first_event_us(
+                    target.port, scenario.path, self.body, self._headers, FIRST_EVENT_PROBES
+                )
+            except (OSError, RuntimeError) as exc:
+                raise BenchError(f"timing {target.name}'s first stream event: {exc}") from exc
         return Measurement(
             round=round_number,
             scenario=scenario,
@@ -335,6 +398,7 @@ class Bench:
             upstream_cpu_s=used[upstream.name],
             other_cpu_s=machine.busy_s - ours,
             wall_s=wall_s,
+            first_event_us=first_event,
         )
 
     def _wrk_command(
@@ -376,6 +440,14 @@ def _scenarios(unary_s: int, stream_s: int) -> list[Scenario]:
             "stream-c64", "streamGenerateContent (SSE), 64 connections", stream, 64, stream_s, True
         ),
     ]
+
+
+def goals_for(config: Path | None) -> Goals:
+    """Issue 18's targets for what localgate runs with: the defaults' (redaction or the
+    audit trail on) or the core's (both off, as in bench/configs/core.yaml)."""
+    settings = load_settings(config, {})[0]
+    proxy = settings.proxy
+    return DEFAULTS_GOALS if proxy.enable_audit or proxy.redaction.enabled else CORE_GOALS
 
 
 def _answers(port: int, path: str, headers: Mapping[str, str] | None) -> bool:
@@ -450,6 +522,13 @@ def _parse_args(argv: Sequence[str] | None) -> RunOptions:
         default=None,
         help="localgate configuration file (default: built-in defaults)",
     )
+    parser.add_argument(
+        "--body",
+        choices=BODY_NAMES,
+        default="small",
+        help="request body: small (a short question, no personal data; the default) or "
+        "pii-dense (a ~2 KB Chinese/English customer-service ticket full of personal data)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.duration <= 0 or args.stream_duration <= 0 or args.warmup < 0:
         parser.error("--rounds must be >= 1, durations > 0 and --warmup >= 0")
@@ -460,6 +539,7 @@ def _parse_args(argv: Sequence[str] | None) -> RunOptions:
         stream_duration_s=args.stream_duration,
         warmup_s=args.warmup,
         config=args.config,
+        body=args.body,
     )
 
 

@@ -104,3 +104,23 @@ def test_with_database_url_the_shared_state_and_the_audit_trail_are_migrated_the
     )
     assert dsn not in first.output + second.output
     assert not (tmp_path / "data" / "localgate.db").exists()  # nothing embedded was made
+
+
+def test_the_upstream_key_file_is_not_read_a_migration_job_is_run_without_it(
+    tmp_path: Path,
+) -> None:
+    # The gateways' configuration, whose upstream key file the job does not mount.
+    config = f"upstream:\n  api_key_file: {tmp_path / 'not-mounted' / 'gemini-api-key'}\n"
+
+    migrated = migrate(tmp_path, config, GEMINI_API_KEY="")
+
+    assert migrated.exit_code == 0, migrated.output
+    assert "audit store" in migrated.output
+    # Every other command still needs it.
+    checked = CliRunner().invoke(
+        main,
+        ["check", "--config", str(tmp_path / "localgate.yaml")],
+        env={"LOCALGATE_DATA_DIR": str(tmp_path / "data"), "GEMINI_API_KEY": ""},
+    )
+    assert checked.exit_code == 1
+    assert "upstream.api_key_file: cannot read" in checked.output

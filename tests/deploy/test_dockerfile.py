@@ -58,6 +58,8 @@ def test_the_image_is_built_in_one_stage_and_run_from_a_slim_second_one() -> Non
     assert values(build, "FROM")[0].endswith(" AS build")
     assert values(runtime, "FROM")[0].endswith(" AS runtime")
     assert "ARG PYTHON_IMAGE=python:3.11-slim" in DOCKERFILE.read_text()
+    # No `# syntax=` line: the builder's own frontend, no image pulled from Docker Hub.
+    assert "syntax=" not in DOCKERFILE.read_text().splitlines()[0]
     # The runtime stage takes the wheels from the build stage only, and no compiler.
     runs = " ".join(values(runtime, "RUN"))
     assert "from=build" in runs
@@ -70,11 +72,19 @@ def test_only_the_runtime_dependencies_are_installed_never_an_extra() -> None:
 
     # The wheel set is localgate and what its [project] dependencies pull in: pip wheel of
     # the project itself, with no extra.
-    assert values(build, "RUN") == ["pip wheel --wheel-dir /wheels ."]
+    # pip's configuration and a CA bundle may come in as build secrets, nothing else.
+    (wheel,) = values(build, "RUN")
+    assert wheel.endswith("&& pip wheel --wheel-dir /wheels .")
+    mounts = re.findall(r"--mount=(\S+)", wheel)
+    assert mounts == [
+        "type=secret,id=pip.conf,target=/etc/pip.conf",
+        "type=secret,id=ca-bundle,target=/run/secrets/ca-bundle",
+    ]
     # The runtime installs that wheel, offline from that set: nothing else can come in.
     (install,) = [run for run in values(runtime, "RUN") if "pip install" in run]
     command = install.split("pip install", 1)[1].split()
-    assert command == ["--no-index", "--find-links=/wheels", "/wheels/localgate-*.whl"]
+    assert command == ["--no-index", "--find-links=/mnt", "/mnt/localgate-*.whl"]
+    assert "--mount=type=bind,from=build,source=/wheels,target=/mnt" in install
     # No extra anywhere (dev tools, or the semantic embedder and its torch).
     text = DOCKERFILE.read_text()
     for extra in project["optional-dependencies"]:

@@ -800,3 +800,20 @@ def test_free_form_headers_and_query_text_do_not_reach_the_upstream(
     assert "li@example.com" not in str(sent)
     assert sent["x-server-timeout"] == "30"
     assert upstream.requests[-1].query == (("pageSize", "5"), ("pageToken", "abc"))
+
+
+@pytest.mark.parametrize(
+    ("query", "media_type"),
+    [("?alt=sse", "text/event-stream; charset=utf-8"), ("", "application/json; charset=UTF-8")],
+)
+def test_a_stream_answers_with_its_framings_headers(
+    gateway: RunningGateway, upstream: FakeGemini, query: str, media_type: str
+) -> None:
+    with gateway.client(headers={"x-goog-api-key": gateway.key}) as client:
+        response = client.post(STREAM + query, json=BODY)
+    assert response.status_code == 200
+    assert response.headers.get_list("content-type") == [media_type]
+    assert response.headers["x-request-id"]
+    assert response.headers["x-localgate-upstream"] == "default"
+    assert "content-length" not in response.headers
+    assert response.headers["transfer-encoding"] == "chunked"

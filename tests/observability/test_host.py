@@ -10,7 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from localgate.observability import GatewayMetrics
-from localgate.observability.host import HostMetrics, socket_path
+from localgate.observability.host import HostMetrics
+from localgate.observability.siblings import Siblings, socket_path
 
 
 def _values(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -21,9 +22,26 @@ def _values(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     }
 
 
-def _worker(directory: Path, index: int) -> tuple[GatewayMetrics, HostMetrics]:
+class _Host:
+    """One worker's metrics with the socket its siblings ask."""
+
+    def __init__(self, registry: CollectorRegistry, directory: Path, index: int) -> None:
+        self.siblings = Siblings(directory, index)
+        self.metrics = HostMetrics(registry, self.siblings)
+
+    async def start(self) -> None:
+        await self.siblings.start()
+
+    async def close(self) -> None:
+        await self.siblings.close()
+
+    async def render(self) -> bytes:
+        return await self.metrics.render()
+
+
+def _worker(directory: Path, index: int) -> tuple[GatewayMetrics, _Host]:
     metrics = GatewayMetrics()
-    return metrics, HostMetrics(metrics.registry, directory, index)
+    return metrics, _Host(metrics.registry, directory, index)
 
 
 def test_the_scraped_worker_reports_every_workers_requests(tmp_path: Path) -> None:
@@ -85,7 +103,7 @@ def test_created_timestamps_are_the_earliest_not_a_sum(tmp_path: Path) -> None:
         for index in range(2):
             registry = CollectorRegistry()
             Counter("localgate_things", "Things.", registry=registry).inc()
-            hosts.append(HostMetrics(registry, tmp_path, index))
+            hosts.append(_Host(registry, tmp_path, index))
         for host in hosts:
             await host.start()
         text = await hosts[0].render()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from localgate.redaction.placeholders import Pseudonyms, TextRestorer
+from localgate.redaction.placeholders import PLACEHOLDER, Pseudonyms, TextRestorer
 
 
 @pytest.fixture
@@ -64,3 +66,36 @@ def test_nothing_held_when_no_placeholders_were_issued() -> None:
     restorer = TextRestorer(Pseudonyms())
 
     assert restorer.feed("a [CN_MO") == "a [CN_MO"
+
+
+_TOKENS = st.sampled_from(
+    [
+        "[CN_MOBILE_1]",
+        "[CN_MOBILE_10]",
+        "[CN_MOBILE_12]",
+        "[CN_MOBILE_13]",  # never issued
+        "[PERSON_1]",
+        "[person_1]",
+        "[PERSON_1",
+        "(PERSON_1)",
+        "[[PERSON_1]]",
+        "[",
+        "]",
+        "_1]",
+        "号码",
+        " ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_TOKENS, st.text(max_size=6)), max_size=20))
+def test_restore_replaces_exactly_what_a_substitution_per_match_would(pieces: list[str]) -> None:
+    # The reference: every placeholder-shaped token looked up on its own.
+    table = Pseudonyms()
+    for index in range(12):
+        table.placeholder("CN_MOBILE", f"138000000{index:02d}")
+    table.placeholder("PERSON", 'He said "hi" \\ bye [PERSON_1]')
+    text = "".join(pieces)
+    expected = PLACEHOLDER.sub(lambda m: table._values.get(m.group(), m.group()), text)
+    assert table.restore(text) == expected

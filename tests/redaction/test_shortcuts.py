@@ -2,23 +2,28 @@
 
 Detection skips work: a recognizer searches only the windows (the stretches of a line
 around digits and ``@``) where its RE2 prefilter matches, and runs only if a context
-word it needs is in the text; the IPv6 and secret recognizers try their pattern only
-where a match can begin; patterns begin with a character, not a look-behind, so that
+word it needs is in the text; the IPv6, secret and e-mail recognizers try their pattern
+only where a match can begin; patterns begin with a character, not a look-behind, so that
 re can skip to where one can begin; the name rules run only where their RE2 gate
-matches, and jieba segments only the lines that hold Chinese. Each shortcut is exact
+matches, and jieba segments only the stretches that hold Chinese (long runs of other
+text between them are left out, cut after a space or a newline). Each shortcut is exact
 only while its assumption holds (a prefilter or gate matches wherever its rule finds
 something; no windowed pattern crosses a newline; the start positions include every
-possible start; jieba cuts at every newline); these properties check the findings
-against the same rules run without the shortcuts, on generated texts dense with
-identifiers, names and look-alikes.
+possible start; jieba cuts between words at every space and newline); these properties
+check the findings against the same rules run without the shortcuts, on generated texts
+dense with identifiers, names and look-alikes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 
 import pytest
+from bench.detection import corpus_texts, dense_text
+from bench.pii.generate import load_corpus
+from bench.pii.timing import with_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +33,8 @@ from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
 from localgate.redaction.names import NameRecognizer
 from localgate.redaction.recognizers import PatternRecognizer, Scan, builtin_recognizers
+from localgate.redaction.reveal import reveal
+from tests.redaction.test_fold import translated_whole
 from tests.redaction.values import VALUES
 
 DETECTOR = Detector.builtin(names=False)
@@ -51,7 +58,9 @@ def unshortcut(text: str) -> list[Finding]:
     found = []
     for recognizer in DETECTOR.recognizers:
         if isinstance(recognizer, PatternRecognizer):
-            recognizer = dataclasses.replace(recognizer, anchored=False, starts=None)
+            recognizer = dataclasses.replace(
+                recognizer, anchored=False, starts=None, window_starts=None
+            )
         found += [f for f in recognizer.find(scan) if f.score >= DETECTOR.min_score]
     return _resolve(found)
 
@@ -180,6 +189,7 @@ def test_first_character_before_the_look_behind_finds_the_same(
 
 
 NAMES = NameRecognizer()
+WITH_NAMES = Detector([NAMES])
 # Pieces that wake every name rule and its gate, with the line breaks and whitespace
 # that the gates and the line-by-line segmentation must get right.
 NAME_PIECES = st.sampled_from(
@@ -189,7 +199,9 @@ NAME_PIECES = st.sampled_from(
      "\u3000", "\t", "Mr.", "Dr ", "Dear ", "customer: ", "John Smith", "Kevin Q. Jones",
      "Patricia King", "1600 Amphitheatre Parkway, Mountain View, CA 94043", " St",
      "The quarterly review showed that most customers like the new dashboard. ",
-     "order 2024051218657353846 ", "SKU-17705608089-128G"]
+     "order 2024051218657353846 ", "SKU-17705608089-128G",
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFU",
+     "Please call back before Friday,\r\nthe parcel is waiting at the depot to collect.\r\n"]
 )  # fmt: skip
 
 
@@ -203,7 +215,13 @@ def unskipped_names(text: str) -> list[Finding]:
 @given(st.lists(NAME_PIECES, max_size=30).map("".join))
 def test_name_shortcuts_find_what_the_rules_find_everywhere(text: str) -> None:
     folded = fold(text)
-    assert list(NAMES.find(Scan(folded))) == unskipped_names(folded)
+    expected = unskipped_names(folded)
+    # The gates run by the recognizer itself, and as part of the detector's prefilter pass.
+    prefilters = WITH_NAMES._prefilters
+    prepared = Scan(folded, prefilters, frozenset(prefilters.hits(folded)))
+
+    assert list(NAMES.find(Scan(folded))) == expected
+    assert list(NAMES.find(prepared)) == expected
 
 
 @pytest.mark.parametrize(
@@ -228,3 +246,160 @@ def test_shortcuts_do_not_skip_real_names(text: str, expected: list[tuple[str, s
     detector = Detector.builtin()
 
     assert [(text[f.start : f.end], f.type) for f in detector.detect(text)] == expected
+
+
+# Chinese, letters and digits (jieba's blocks), the signs it keeps in them, whitespace
+# (CR LF is one word) and characters it makes words of their own.
+SEGMENTED = st.lists(
+    st.sampled_from(
+        [*"张伟北京市朝阳区号路的了客户联系电话欧阳娜先生", *"abcXYZ019", *"+#&._%-", " ", "  ",
+         "\n", "\r\n", "\r", "\t", "\u3000", "，", "。", "(", "é", "ア", "한", "\U00020000"]
+    ),
+    max_size=400,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            SEGMENTED,
+            # Long lines: runs of other text long enough to be cut out of them.
+            SEGMENTED.map(lambda text: text.replace("\n", " ").replace("\r", " ")),
+            st.just("Please call back before Friday, " * 3),
+        ),
+        max_size=8,
+    )
+)
+def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    whole = names._Words(text, [(0, len(text))])
+    stretches = names._cjk_stretches(text)
+    cut = names._Words(text, stretches)
+
+    # Every Chinese character is in a stretch, and the stretches' words are the whole
+    # text's words there.
+    assert all(
+        any(low <= m.start() < high for low, high in stretches) for m in names._CJK.finditer(text)
+    )
+    expected = [
+        (start, word)
+        for start, word in zip(whole.starts, whole.tagged, strict=True)
+        if any(low <= start < high for low, high in stretches)
+    ]
+    assert list(zip(cut.starts, cut.tagged, strict=True)) == expected
+
+
+def reference_english_people(text: str) -> list[Finding]:
+    """The English name rule as first written: every candidate, one word or more, through
+    the whole rule."""
+
+    def ends_in_word(text: str, words: Iterable[str]) -> bool:
+        for word in words:
+            if text.endswith(word):
+                previous = text[-len(word) - 1 : -len(word)]
+                if not (previous.isalnum() or previous == "_"):
+                    return True
+        return False
+
+    def after_title(before: str) -> bool:
+        title = before.rstrip()
+        return len(title) < len(before) and ends_in_word(
+            title.removesuffix("."), names._TITLE_WORDS
+        )
+
+    def after_cue(before: str) -> bool:
+        cue = before.rstrip(names._WHITESPACE_CHARS + ":,-")
+        return len(cue) < len(before) and ends_in_word(cue, names._EN_CUES)
+
+    found = []
+    for match in names._EN_CANDIDATE.finditer(text):
+        words = [word for word in match.group().split(" ") if not word.endswith(".")]
+        offset = 0
+        while words and (words[0].lower() in names._EN_CUES or words[0] in names._TITLES):
+            offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
+            words = words[1:]
+        while words and words[-1] in names._EN_NOT_SURNAMES:
+            words.pop()
+        if not words or words[0] in names._EN_NOT_SURNAMES or words[0] in names._TITLES:
+            continue
+        start = match.start() + offset
+        before = text[max(0, start - 16) : start]
+        first_named = words[0] in names._FIRST_NAMES
+        named = len(words) > 1 and (first_named or after_cue(before.lower()))
+        if not named and not after_title(before):
+            continue
+        end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
+        found.append(Finding(start, end, "PERSON", 0.8))
+    return found
+
+
+ENGLISH_PIECES = st.sampled_from(
+    [*names._TITLE_WORDS, "Dear", *sorted(names._EN_CUES), "Customer", "NAME", "Street",
+     "The", "Friday", "John", "Smith", "Patricia", "King", "Q.", "O'Neil", "Smith-Jones",
+     "Wang", "Fang", "Mrs", "xMr", "_Dr", "1Dr", "张Mr", "é", "Zoë", " ", " ", "  ", ".",
+     ". ", ":", ",", "-", ": ", "\n", "\t", "\u2028", "\x85", "\x1c", "\u00a0", "\u3000",
+     "a", "b", "says", "called"]
+)  # fmt: skip
+
+
+SEPARATORS = st.lists(
+    st.sampled_from([" ", ".", ":", ",", "-", "\t", "\u2028", "\x1c"]), max_size=4
+)
+
+
+@st.composite
+def named_texts(draw: st.DrawFn) -> str:
+    """Text, then a cue or title (or a look-alike), separators and one to three words."""
+    pieces = draw(st.lists(ENGLISH_PIECES, max_size=6))
+    for _ in range(draw(st.integers(1, 3))):
+        key = draw(st.sampled_from([*names._TITLE_WORDS, *sorted(names._EN_CUES), "Sirs"]))
+        name = st.sampled_from(["John", "Wang", "Fang", "Smith", "Street"])
+        words = draw(st.lists(name, min_size=1, max_size=3))
+        pieces += [draw(st.sampled_from(["", " ", "x", "_", "张"])), key]
+        pieces += [*draw(SEPARATORS), " ".join(words), draw(st.sampled_from(["", " ", "."]))]
+    return "".join(pieces)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(ENGLISH_PIECES, max_size=25).map("".join), named_texts()))
+def test_english_names_as_first_written(text: str) -> None:
+    assert list(names._english_people(text)) == reference_english_people(text)
+
+
+def reference_detect(text: str) -> list[Finding]:
+    """The built-in detector with no shortcut at all: the whole text folded, every pattern
+    tried at every position of it, the name rules without gates, jieba over the whole
+    text, every English candidate through the whole rule."""
+    revealed = reveal(text)
+    folded = translated_whole(text if revealed is None else revealed.text)
+    scan = Scan(folded, None)
+    found: list[Finding] = []
+    for recognizer in FULL.recognizers:
+        if isinstance(recognizer, NameRecognizer):
+            chinese = (
+                names._chinese(folded, [(0, len(folded))]) if names._CJK.search(folded) else ()
+            )
+            found += [*chinese, *reference_english_people(folded)]
+            found += names._english_addresses(folded)
+            continue
+        if isinstance(recognizer, PatternRecognizer):
+            recognizer = dataclasses.replace(
+                recognizer, anchored=False, starts=None, window_starts=None
+            )
+        found += recognizer.find(scan)
+    kept = _resolve([f for f in found if f.score >= FULL.min_score])
+    if revealed is None:
+        return kept
+    return [Finding(*revealed.original_span(f.start, f.end), f.type, f.score) for f in kept]
+
+
+FULL = Detector.builtin()
+
+
+def test_the_whole_corpus_is_found_as_without_shortcuts() -> None:
+    texts = [dense_text(), *corpus_texts()]
+    texts += [with_records(load_corpus(), 2048, every, 3) for every in (0, 300, 4000)]
+
+    for text in texts:
+        assert FULL.detect(text) == reference_detect(text), text[:80]

@@ -32,7 +32,14 @@ def test_deaths_outside_the_window_are_forgotten() -> None:
 
 
 def test_worker_spec_travels_through_the_environment() -> None:
-    spec = WorkerSpec(index=3, listen_fd=7, ready_fd=9, metrics_dir="/run/localgate-workers")
+    spec = WorkerSpec(
+        index=3,
+        listen_fd=7,
+        ready_fd=9,
+        metrics_dir="/run/localgate-workers",
+        count=4,
+        supervisor_pid=1234,
+    )
     assert WorkerSpec.decode(spec.encode()) == spec
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "VerifyOut",
     "VerifyParams",
     "WhoAmI",
+    "WorkerReloadOut",
 ]
 
 # Tenant names as the key store accepts them; "_admin" names the admin-action trail.
@@ -381,8 +382,26 @@ class ClearedOut(BaseModel):
     collections: list[str]
 
 
+class WorkerReloadOut(BaseModel):
+    """What a reload did in one worker of ``localgate serve --workers N``: ``outcome`` is
+    applied, rejected (``problems``), restarted (a new process since: it read the file as it
+    started), starting (not running yet: it reads the file as it starts) or "no answer"
+    (it did not report within the wait); the version and hash it runs after it."""
+
+    worker: int
+    pid: int | None
+    outcome: str
+    version: int | None
+    hash: str | None
+    problems: list[str]
+    restart_needed: list[str]
+
+
 class ReloadOut(BaseModel):
-    """What a reload did: applied or rejected (``problems``: "field.path: reason")."""
+    """What a reload did: applied or rejected (``problems``: "field.path: reason"). With
+    several workers, every worker reloads and ``workers`` has each one's outcome; then
+    ``applied`` says whether every worker applied it, ``problems`` are those of the workers
+    that did not, and the version and hash are those of the worker that answered."""
 
     applied: bool
     version: int
@@ -390,6 +409,7 @@ class ReloadOut(BaseModel):
     at: float
     problems: list[str]
     restart_needed: list[str]
+    workers: list[WorkerReloadOut] = []
 
 
 class ConfigOut(BaseModel):

@@ -72,18 +72,23 @@ from localgate.adminapi.models import (
     VerifyOut,
     VerifyParams,
     WhoAmI,
+    WorkerReloadOut,
 )
 from localgate.adminapi.permissions import GRANTS, Permission
 from localgate.adminapi.routing import Call, Operation
 from localgate.errors import FailedPrecondition, NotFound, PermissionDenied, ServiceUnavailable
 from localgate.limits import LimitsUnavailable
-from localgate.policy.reload import ReloadResult
+from localgate.policy.host_reload import NO_ANSWER, WorkerOutcome
+from localgate.policy.reload import ConfigReloader, ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
 from localgate.redaction.stage import build_detector, new_session
 from localgate.secret import Secret
 
 __all__ = ["OPERATIONS", "creatable_roles"]
+
+# With several workers, how long a reload through the API waits for each to report.
+WORKERS_RELOAD_TIMEOUT_S = 30.0
 
 
 # -- tenants and keys ------------------------------------------------------------------
@@ -264,16 +269,55 @@ def _reload_out(result: ReloadResult) -> ReloadOut:
 
 
 async def reload_config(call: Call) -> ReloadOut:
-    """Reload the configuration file, as ``localgate reload`` does; a rejected file
-    changes nothing."""
+    """Reload the configuration file, as ``localgate reload`` does (every worker, with
+    several); a rejected file changes nothing."""
     reloader, _, _ = call.services.link.running()
+    host = call.services.link.host_reload
     await call.record("config.reload")
-    result = await reloader.reload()
-    if not result.applied:
+    if host is None:
+        out = _reload_out(await reloader.reload())
+    else:
+        outcomes = await host.reload(WORKERS_RELOAD_TIMEOUT_S)
+        out = _workers_reload_out(reloader, outcomes)
+    if not out.applied:
         await call.record(
-            "config.reload", outcome="rejected", target={"problems": list(result.problems)}
+            "config.reload", outcome="rejected", target={"problems": list(out.problems)}
         )
-    return _reload_out(result)
+    return out
+
+
+def _workers_reload_out(reloader: ConfigReloader, outcomes: list[WorkerOutcome]) -> ReloadOut:
+    """Every worker's outcome; the top-level fields are this worker's, except ``applied``
+    (by every worker) and ``problems`` (of each worker that did not apply it)."""
+    own = reloader.last
+    current = reloader.current
+    silent = f"did not report a reload within {WORKERS_RELOAD_TIMEOUT_S:g} s"
+    problems = [
+        f"worker {outcome.worker}: {problem}"
+        for outcome in outcomes
+        if outcome.failed
+        for problem in (outcome.problems or ((silent,) if outcome.outcome == NO_ANSWER else ()))
+    ]
+    return ReloadOut(
+        applied=not any(outcome.failed for outcome in outcomes),
+        version=current.version,
+        hash=current.hash,
+        at=own.at if own is not None else 0.0,
+        problems=problems,
+        restart_needed=list(own.restart_needed) if own is not None else [],
+        workers=[
+            WorkerReloadOut(
+                worker=outcome.worker,
+                pid=outcome.pid,
+                outcome=outcome.outcome,
+                version=outcome.version,
+                hash=outcome.hash,
+                problems=list(outcome.problems),
+                restart_needed=list(outcome.restart_needed),
+            )
+            for outcome in outcomes
+        ],
+    )
 
 
 async def list_upstreams(call: Call) -> UpstreamsOut:

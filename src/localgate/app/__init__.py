@@ -41,10 +41,12 @@ from localgate.limits import TenantLimiter
 from localgate.limits.estimate import estimate_tokens
 from localgate.observability import AccessLog, GatewayMetrics
 from localgate.observability.host import HostMetrics
+from localgate.observability.siblings import Siblings
 from localgate.openai.routes import is_openai_path
 from localgate.pipeline import Pipeline
 from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
+from localgate.policy.host_reload import HostReload, WorkerConfig
 from localgate.quality import QualityStage
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
@@ -203,11 +205,21 @@ def create_app(
             gc.set_threshold(20_000, 10, 10)
             hangup = ReloadOnHangup(reloader, pid_file, also=tls.check if tls else None).install()
             stack.callback(hangup.close)
-            host_metrics = None
+            host_metrics = host_reload = None
             if worker is not None:
-                host_metrics = HostMetrics(metrics.registry, worker.metrics_dir, worker.index)
-                await host_metrics.start()
-                stack.push_async_callback(host_metrics.close)
+                # The host-wide views: /metrics sums every worker's, and a reload (the admin
+                # API's, `localgate reload`'s through /readyz) reports every worker's outcome.
+                siblings = Siblings(worker.metrics_dir, worker.index)
+                host_metrics = HostMetrics(metrics.registry, siblings)
+                index, pid = worker.index, os.getpid()
+                host_reload = HostReload(
+                    lambda: WorkerConfig.of(reloader, index, pid),
+                    siblings,
+                    worker.count,
+                    worker.supervisor_pid,
+                )
+                await siblings.start()
+                stack.push_async_callback(siblings.close)
             state = {
                 "services": services,
                 "keys": keys,
@@ -219,6 +231,7 @@ def create_app(
                 "tls": tls,
                 "worker": worker,
                 "host_metrics": host_metrics,
+                "host_reload": host_reload,
             }
             if on_started is not None:
                 on_started(state)

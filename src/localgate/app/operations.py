@@ -21,6 +21,7 @@ from localgate.observability.host import HostMetrics
 from localgate.observability.metrics import CONTENT_TYPE_LATEST
 from localgate.openai.openapi import openai_document
 from localgate.policy import ConfigReloader
+from localgate.policy.host_reload import HostReload
 from localgate.upstream import Router
 from localgate.upstream.base import Catalogued
 
@@ -85,12 +86,23 @@ async def readyz(request: Request) -> Response:
         checks["vector_store"] = f"degraded: {problem}" if problem else "ok"
     services: GatewayServices = request.state.services
     worker: WorkerSlot | None = request.state.worker
+    host: HostReload | None = request.state.host_reload
+    every_worker: dict[str, Any] = {}
+    if host is not None and request.query_params.get("workers") == "all":
+        # Asked for (`localgate reload` does): every worker's configuration, from its
+        # siblings; a probe does not wait for them.
+        configs = await host.configs()
+        every_worker = {
+            "worker_count": host.count,
+            "workers": [configs[index].as_dict() for index in sorted(configs)],
+        }
     return JSONResponse(
         {
             "status": "ready" if ready else ("draining" if drain.draining else "not ready"),
             **({"worker": worker.index} if worker is not None else {}),
             "checks": checks,
             "config": _config_detail(reloader),
+            **every_worker,
             # Shown, not a reason to be taken out of a load balancer: requests fall back
             # to other upstreams, or get a 503 naming the open one.
             "circuits": services.pipeline.dispatcher.circuits(),

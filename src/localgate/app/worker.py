@@ -10,8 +10,11 @@ __all__ = ["WorkerSlot"]
 
 @dataclass(frozen=True, slots=True)
 class WorkerSlot:
-    """Worker ``index`` (0 to N-1; a restarted worker takes its predecessor's) of a
-    supervisor whose workers hand each other their metrics in ``metrics_dir``."""
+    """Worker ``index`` (0 to ``count`` - 1; a restarted worker takes its predecessor's) of
+    the supervisor ``supervisor_pid``, whose workers answer each other's questions (metrics,
+    configuration) on sockets in ``metrics_dir``."""
 
     index: int
     metrics_dir: Path
+    count: int
+    supervisor_pid: int

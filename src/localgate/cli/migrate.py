@@ -21,7 +21,9 @@ def migrate(config_path: Path | None) -> None:
     The gateway migrates at start too; run this first (a Kubernetes Job, a compose
     one-shot) to see a failed migration before a rollout. Exit code 1 on failure.
     """
-    settings, _ = load_or_exit(config_path)
+    # Never calls an upstream: a migration job is not given the upstream key (compose.yaml,
+    # deploy/kubernetes/migrate-job.yaml), so its file is not read.
+    settings, _ = load_or_exit(config_path, upstream_keys=False)
     with reported():
         stores = migrate_databases(settings)
     for store in stores:

@@ -59,11 +59,14 @@ def _remember_group_config(
     return value
 
 
-def load_or_exit(config_path: Path | None) -> tuple[Settings, Path | None]:
+def load_or_exit(
+    config_path: Path | None, *, upstream_keys: bool = True
+) -> tuple[Settings, Path | None]:
     """The settings, or every problem printed with its field path and exit code 1.
 
     ``config_path`` is the command's own ``--config``; a group's, given before the
-    subcommand, is used when the command has none.
+    subcommand, is used when the command has none. ``upstream_keys`` False: the upstream
+    key files are not read (``load_settings``).
     """
     # Imported here: building the settings models is most of a command's start-up, which
     # `localgate --help` need not pay.
@@ -71,7 +74,7 @@ def load_or_exit(config_path: Path | None) -> tuple[Settings, Path | None]:
     from localgate.errors import ConfigError
 
     try:
-        return load_settings(_chosen(config_path))
+        return load_settings(_chosen(config_path), upstream_keys=upstream_keys)
     except ConfigError as exc:
         click.echo(f"localgate: invalid configuration in {exc.source}:", err=True)
         for problem in exc.problems:

@@ -14,6 +14,16 @@ from typing import Any
 import click
 
 from localgate.config import Settings
+from localgate.policy.host_reload import (
+    APPLIED,
+    NO_ANSWER,
+    REJECTED,
+    RESTARTED,
+    STARTING,
+    WorkerConfig,
+    WorkerOutcome,
+    reload_outcomes,
+)
 
 __all__ = ["reload_running_gateway"]
 
@@ -21,7 +31,8 @@ _POLL_S = 0.1
 
 
 def reload_running_gateway(settings: Settings, timeout: float) -> int:
-    """Send SIGHUP to the gateway serving ``settings``; 0 applied, 1 rejected, 2 no gateway."""
+    """Send SIGHUP to the gateway serving ``settings``; 0 applied (by every worker), 1
+    rejected (by any), 2 no gateway (or a worker that did not report)."""
     from localgate.cli import PID_FILE
 
     pid_file = settings.data_dir / PID_FILE
@@ -42,7 +53,8 @@ def reload_running_gateway(settings: Settings, timeout: float) -> int:
         )
         return 2
     url = _readyz_url(settings)
-    before = _config(url)
+    answer = _readyz(url)
+    before = _config(answer)
     try:
         os.kill(pid, signal.SIGHUP)
     except ProcessLookupError:
@@ -54,14 +66,82 @@ def reload_running_gateway(settings: Settings, timeout: float) -> int:
     if before is None:
         click.echo(f"Sent SIGHUP to pid {pid}; {url} did not answer, so no result to show.")
         return 0
+    if answer is not None and "workers" in answer:
+        return _wait_for_workers(url, answer, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        after = _config(url)
+        after = _config(_readyz(url))
         if after is not None and after["reloads"] > before["reloads"]:
             return _report(after)
         time.sleep(_POLL_S)
     click.echo(f"localgate: the gateway did not report a reload within {timeout:g} s", err=True)
     return 2
+
+
+def _wait_for_workers(url: str, before: dict[str, Any], timeout: float) -> int:
+    """``serve --workers N``: each worker's outcome, once every worker that answered before
+    the signal has reported (or ``timeout`` has passed); 0 all applied, 1 any rejected, 2
+    any did not report."""
+    count = int(before["worker_count"])
+    earlier = _worker_configs(before)
+    deadline = time.monotonic() + timeout
+    while True:
+        final = time.monotonic() >= deadline
+        outcomes = reload_outcomes(earlier, _worker_configs(_readyz(url)), count, final=final)
+        if outcomes is not None:
+            return _report_workers(outcomes, timeout)
+        time.sleep(_POLL_S)
+
+
+def _worker_configs(answer: dict[str, Any] | None) -> dict[int, WorkerConfig]:
+    configs: dict[int, WorkerConfig] = {}
+    for raw in (answer or {}).get("workers", []):
+        try:
+            config = WorkerConfig.from_dict(raw)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        configs[config.worker] = config
+    return configs
+
+
+def _report_workers(outcomes: list[WorkerOutcome], timeout: float) -> int:
+    rejected = sum(1 for outcome in outcomes if outcome.outcome == REJECTED)
+    silent = sum(1 for outcome in outcomes if outcome.outcome == NO_ANSWER)
+    failed = bool(rejected or silent)
+    if not failed:
+        click.echo(f"Reloaded: every worker ({len(outcomes)}) runs the file now.")
+    else:
+        what = [
+            *([f"{rejected} rejected the file"] if rejected else []),
+            *([f"{silent} did not report a reload within {timeout:g} s"] if silent else []),
+        ]
+        click.echo(
+            f"Not reloaded everywhere: of {len(outcomes)} workers, {' and '.join(what)}; a "
+            "worker that rejects it keeps running its last good configuration.",
+            err=True,
+        )
+    for outcome in outcomes:
+        click.echo(f"  {_describe(outcome, timeout)}", err=failed)
+        for problem in outcome.problems:
+            click.echo(f"      {problem}", err=failed)
+    notes = dict.fromkeys(note for outcome in outcomes for note in outcome.restart_needed)
+    for note in notes:
+        click.echo(f"  {note}", err=failed)
+    return 1 if rejected else 2 if silent else 0
+
+
+def _describe(outcome: WorkerOutcome, timeout: float) -> str:
+    who = f"worker {outcome.worker}" + (f" (pid {outcome.pid})" if outcome.pid else "")
+    running = f"version {outcome.version} ({outcome.hash})"
+    if outcome.outcome == APPLIED:
+        return f"{who}: applied; running {running}"
+    if outcome.outcome == REJECTED:
+        return f"{who}: rejected; still running {running}. Problems:"
+    if outcome.outcome == RESTARTED:
+        return f"{who}: started again since; it read the file as it started, running {running}"
+    if outcome.outcome == STARTING:
+        return f"{who}: starting or restarting; it reads the file as it starts"
+    return f"{who}: did not report a reload within {timeout:g} s; was running {running}"
 
 
 def _is_a_gateway(pid: int) -> bool:
@@ -105,17 +185,24 @@ def _readyz_url(settings: Settings) -> str:
     return f"http://{host}:{settings.server.port}/readyz"
 
 
-def _config(url: str) -> dict[str, Any] | None:
-    """The ``config`` part of ``/readyz`` (which answers 503 with it when not ready)."""
+def _readyz(url: str) -> dict[str, Any] | None:
+    """``/readyz``'s answer (503 with it when not ready), with every worker's configuration
+    when several serve the port; None when it does not answer."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - our own URL
+        with urllib.request.urlopen(f"{url}?workers=all", timeout=5) as response:  # noqa: S310 - our own URL
             body = response.read()
     except urllib.error.HTTPError as exc:
         body = exc.read()
     except (OSError, ValueError):
         return None
     try:
-        config = json.loads(body)["config"]
-    except (ValueError, KeyError, TypeError):
+        answer = json.loads(body)
+    except ValueError:
         return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _config(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``config`` part of ``/readyz``: the answering worker's."""
+    config = (answer or {}).get("config")
     return config if isinstance(config, dict) else None

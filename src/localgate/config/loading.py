@@ -31,11 +31,16 @@ ENV_CHROMA_URL = "LOCALGATE_CHROMA_URL"
 
 
 def load_settings(
-    path: Path | None = None, environ: Mapping[str, str] | None = None
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    upstream_keys: bool = True,
 ) -> tuple[Settings, Path | None]:
     """Load, override from the environment and validate; returns the settings and the file used.
 
-    Raises ``ConfigError`` listing every problem found.
+    Raises ``ConfigError`` listing every problem found. ``upstream_keys`` False: the upstream
+    key files are not read (no upstream key in the settings), for a command that never calls
+    an upstream and is run without the key (``localgate migrate``, a deployment's job).
     """
     env = os.environ if environ is None else environ
     if path is None and env.get(ENV_CONFIG):
@@ -55,12 +60,11 @@ def load_settings(
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(source, [_describe(err) for err in exc.errors()]) from exc
-    key = _upstream_key(settings, env, source)
     token = env.get(ENV_CHROMA_TOKEN, "").strip()
     updates: dict[str, Any] = {
-        "upstream_api_key": key,
+        "upstream_api_key": _upstream_key(settings, env, source) if upstream_keys else None,
         "chroma_token": Secret(token) if token else None,
-        "upstream_keys": _named_upstream_keys(settings, env, source),
+        "upstream_keys": _named_upstream_keys(settings, env, source) if upstream_keys else {},
     }
     return settings.model_copy(update=updates), path
 

@@ -42,10 +42,12 @@ def restore_answer(
     if not isinstance(answer, dict) or (not len(pseudonyms) and scanner is None):
         return answer
     for part in _parts(answer):
-        if isinstance(part.get("text"), str):
-            text = pseudonyms.restore(part["text"])
+        text = part.get("text")
+        if isinstance(text, str):
+            text = pseudonyms.restore(text)
             part["text"] = scanner.mask_new_values(text) if scanner else text
-        _restore_calls(part, pseudonyms, scanner)
+        if "functionCall" in part or "function_call" in part:
+            _restore_calls(part, pseudonyms, scanner)
     return answer
 
 
@@ -109,17 +111,19 @@ class StreamAnswerRestorer:
         """One event, restored; text that may be half a placeholder waits for the next."""
         if not isinstance(event, dict) or (not len(self._pseudonyms) and self._scanner is None):
             return event
-        for position, candidate in enumerate(event.get("candidates") or []):
+        for position, candidate in enumerate(event.get("candidates") or ()):
             if not isinstance(candidate, dict):
                 continue
             index = candidate.get("index", position)
             last_text: dict[bool, dict[str, Any]] = {}
             for part in _candidate_parts(candidate):
-                if isinstance(part.get("text"), str):
+                text = part.get("text")
+                if isinstance(text, str):
                     thought = bool(part.get("thought"))
-                    part["text"] = self._stream(index, thought).feed(part["text"])
+                    part["text"] = self._stream(index, thought).feed(text)
                     last_text[thought] = part
-                _restore_calls(part, self._pseudonyms, self._scanner)
+                if "functionCall" in part or "function_call" in part:
+                    _restore_calls(part, self._pseudonyms, self._scanner)
             if candidate.get("finishReason"):
                 self._flush_into(candidate, index, last_text)
         return event

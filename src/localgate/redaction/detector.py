@@ -32,17 +32,20 @@ class Detector:
         # One RE2 pass over the text says which prefiltered recognizers can match at all:
         # a recognizer runs only if its prefilter matches, and, if it keeps a match only
         # next to a context word, one of those words is in the text. The others (names,
-        # custom rules) always run.
+        # custom rules) always run; the same pass tells those with gates of their own
+        # (the name rules) which of them match (``Scan.matching``).
         self._always: list[Recognizer] = []
         gated: list[tuple[Recognizer, tuple[str, ...]]] = []
+        own_gates: list[str] = []
         for recognizer in self.recognizers:
             pattern = getattr(recognizer, "prefilter", None)
             if pattern is None:
                 self._always.append(recognizer)
+                own_gates += getattr(recognizer, "gates", ())
                 continue
             gates = (pattern, getattr(recognizer, "context_gate", None))
             gated.append((recognizer, tuple(gate for gate in gates if gate)))
-        self._prefilters = Prefilters([gate for _, gates in gated for gate in gates])
+        self._prefilters = Prefilters([*(gate for _, gates in gated for gate in gates), *own_gates])
         index = self._prefilters.index
         self._gated = [
             (recognizer, frozenset(index[gate] for gate in gates)) for recognizer, gates in gated
@@ -79,8 +82,9 @@ class Detector:
     def _detect(self, text: str) -> list[Finding]:
         if not text:
             return []
-        scan = Scan(fold(text), self._prefilters)
-        hits = frozenset(self._prefilters.hits(scan.folded))
+        folded = fold(text)
+        hits = frozenset(self._prefilters.hits(folded))
+        scan = Scan(folded, self._prefilters, hits)
         active = [*self._always, *(r for r, needs in self._gated if needs <= hits)]
         found = [
             finding

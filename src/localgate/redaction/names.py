@@ -149,53 +149,52 @@ class NameRecognizer:
 
     def __init__(self) -> None:
         self._gates = _gates()
+        # For the detector's prefilter pass, which then says which of them match.
+        self.gates = _GATE_PATTERNS
 
     def find(self, scan: Scan) -> Iterator[Finding]:
         """Names and addresses in the text."""
         text = scan.folded
         # One RE2 pass says which rules can find anything at all; most texts need few.
-        gates = self._gates.hits(text)
-        if _GATE_CJK in gates:
+        matching = scan.matching(self.gates)
+        if matching is None:
+            hits, index = self._gates.hits(text), self._gates.index
+            matching = [index[gate] in hits for gate in self.gates]
+        cjk, cued, titled, compound, english_name, english_address = matching
+        if cjk:
             yield from _chinese(
-                text,
-                _cjk_lines(text),
-                cued=_GATE_CUE in gates,
-                titled=_GATE_TITLE in gates,
-                compound=_GATE_COMPOUND in gates,
+                text, _cjk_stretches(text), cued=cued, titled=titled, compound=compound
             )
-        if _GATE_EN_NAME in gates:
+        if english_name:
             yield from _english_people(text)
-        if _GATE_EN_ADDRESS in gates:
+        if english_address:
             yield from _english_addresses(text)
 
 
 # Python's \s (str patterns) as an RE2 class: RE2's own \s is ASCII only.
 _WHITESPACE = "[" + "".join(f"\\x{{{ord(char):x}}}" for char in _WHITESPACE_CHARS) + "]"
-_GATE_CJK, _GATE_CUE, _GATE_TITLE, _GATE_COMPOUND, _GATE_EN_NAME, _GATE_EN_ADDRESS = range(6)
+# For each rule, an RE2 pattern that matches wherever the rule finds something. Each is
+# implied by its rule (weaker, never stronger): a text it does not match has nothing for
+# that rule, so skipping the rule there changes no finding.
+_GATE_PATTERNS = (
+    r"[\x{4e00}-\x{9fff}]",
+    "|".join(_NAME_CUES),
+    "|".join(_TITLES_AFTER),
+    "|".join(sorted(_COMPOUND_SURNAMES)),
+    # A title right before a capitalised word, or two capitalised words in a row (an
+    # initial may stand between): what _english_people needs.
+    r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
+    r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
+    # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
+    r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
+    r"(?:" + _STREET_TYPES + r")\b",
+)
 
 
 @cache
 def _gates() -> Prefilters:
-    """For each rule, an RE2 pattern that matches wherever the rule finds something.
-
-    Each is implied by its rule (weaker, never stronger): a text it does not match has
-    nothing for that rule, so skipping the rule there changes no finding.
-    """
-    return Prefilters(
-        (
-            r"[\x{4e00}-\x{9fff}]",
-            "|".join(_NAME_CUES),
-            "|".join(_TITLES_AFTER),
-            "|".join(sorted(_COMPOUND_SURNAMES)),
-            # A title right before a capitalised word, or two capitalised words in a row
-            # (an initial may stand between): what _english_people needs.
-            r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
-            r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
-            # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
-            r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
-            r"(?:" + _STREET_TYPES + r")\b",
-        )
-    )
+    """The gates in one RE2 set, for a scan the detector has not run them on."""
+    return Prefilters(_GATE_PATTERNS)
 
 
 @cache
@@ -205,26 +204,67 @@ def _tagger() -> object:
     return rjieba
 
 
-def _cjk_lines(text: str) -> list[tuple[int, int]]:
-    """The stretches of whole lines (each with its newline) that hold Chinese characters.
+def _cjk_stretches(text: str) -> list[tuple[int, int]]:
+    """The stretches of ``text`` to segment: the lines that hold Chinese characters, and
+    of a long line only the parts with Chinese, cut after a space or a newline.
 
-    jieba cuts at every newline (a newline is a word of its own), so segmenting these
-    lines alone gives the words it gives for them in the whole text; every Chinese
-    rule needs a Chinese character, and no address runs on through a newline. Lines
-    without one (English prose, logs, JSON) are not segmented at all.
+    jieba segments runs of Chinese characters, letters, digits and a few signs (its
+    "blocks") one by one and makes every other character a word of its own (a CR LF
+    pair one word), so a cut after a space or a newline is a cut between words:
+    segmenting these stretches alone gives the words it gives for them in the whole
+    text. Every Chinese rule needs a Chinese character, and no address runs on through
+    a space or a newline; so lines without Chinese (English prose, logs, JSON) and long
+    runs of other text between Chinese sentences on one line (a mixed prompt) are not
+    segmented.
     """
-    lines: list[tuple[int, int]] = []
+    stretches: list[tuple[int, int]] = []
     found = _CJK.search(text)
     while found is not None:
         at = found.start()
         start = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at) + 1 or len(text)
-        if lines and lines[-1][1] == start:
-            lines[-1] = (lines[-1][0], end)
-        else:
-            lines.append((start, end))
+        pieces = [(start, end)] if end - start < _LONG_LINE else _without_gaps(text, start, end, at)
+        for low, high in pieces:
+            if stretches and stretches[-1][1] == low:
+                stretches[-1] = (stretches[-1][0], high)
+            else:
+                stretches.append((low, high))
         found = _CJK.search(text, end)
-    return lines
+    return stretches
+
+
+def _without_gaps(text: str, start: int, end: int, first: int) -> list[tuple[int, int]]:
+    """The parts of line ``text[start:end]`` (its first Chinese character at ``first``)
+    without the long runs of other text that can be cut out."""
+    pieces: list[tuple[int, int]] = []
+    low = _last_cut(text, start, first) or start
+    for gap in _CJK_GAP.finditer(text, first, end):
+        cut, resume = _first_cut(text, gap.start() + 1, gap.end()), _last_cut(text, *gap.span())
+        if cut is not None and resume is not None and cut < resume:
+            pieces.append((low, cut))
+            low = resume
+    if _CJK.search(text, low, end):
+        pieces.append((low, end))
+    return pieces
+
+
+# A Chinese character and the run of other text after it, if long: cut out if it can be.
+# Shorter runs cost less to segment than to look for cuts in, and so do short lines.
+_CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
+_LONG_LINE = 256
+
+
+def _first_cut(text: str, low: int, high: int) -> int | None:
+    """Just after the first space or newline in ``text[low:high]``, if any."""
+    space, newline = text.find(" ", low, high), text.find("\n", low, high)
+    at = max(space, newline) if space < 0 or newline < 0 else min(space, newline)
+    return None if at < 0 else at + 1
+
+
+def _last_cut(text: str, low: int, high: int) -> int | None:
+    """Just after the last space or newline in ``text[low:high]``, if any."""
+    at = max(text.rfind(" ", low, high), text.rfind("\n", low, high))
+    return None if at < 0 else at + 1
 
 
 class _Words:
@@ -431,11 +471,21 @@ def _chinese_addresses(words: _Words) -> Iterator[Finding]:
 
 def _english_people(text: str) -> Iterator[Finding]:
     for match in _EN_CANDIDATE.finditer(text):
-        words = [word for word in match.group().split(" ") if not word.endswith(".")]
+        group = match.group()
+        if " " not in group:
+            # One word (most candidates: any capitalised word): a name only right after
+            # a title ("Mr. Smith"); a cue or title itself is none.
+            if group in _TITLES or group in _EN_NOT_SURNAMES or group.lower() in _EN_CUES:
+                continue
+            start = match.start()
+            if _after_title(text[max(0, start - 16) : start]):
+                yield Finding(start, match.end(), "PERSON", 0.8)
+            continue
+        words = [word for word in group.split(" ") if not word.endswith(".")]
         offset = 0
         # "Customer Patricia King": the cue word is not part of the name.
         while words and (words[0].lower() in _EN_CUES or words[0] in _TITLES):
-            offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
+            offset = group.index(words[1]) if len(words) > 1 else len(group)
             words = words[1:]
         while words and words[-1] in _EN_NOT_SURNAMES:
             words.pop()
@@ -448,7 +498,7 @@ def _english_people(text: str) -> Iterator[Finding]:
         named = len(words) > 1 and (words[0] in _FIRST_NAMES or _after_cue(before.lower()))
         if not named and not _after_title(before):
             continue
-        end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
+        end = match.start() + group.rfind(words[-1]) + len(words[-1])
         yield Finding(start, end, "PERSON", 0.8)
 
 

@@ -23,6 +23,8 @@ import re
 __all__ = ["PLACEHOLDER", "Pseudonyms", "TextRestorer"]
 
 PLACEHOLDER = re.compile(r"\[[A-Z][A-Z0-9_]*_[1-9][0-9]*\]")
+# The same, captured: ``split`` puts every placeholder-shaped token at an odd index.
+_SPLIT = re.compile(f"({PLACEHOLDER.pattern})")
 
 
 class Pseudonyms:
@@ -53,9 +55,17 @@ class Pseudonyms:
 
     def restore(self, text: str) -> str:
         """``text`` with every placeholder issued here replaced by its value."""
-        if not self._values or "[" not in text:
+        values = self._values
+        if not values or "[" not in text:
             return text
-        return PLACEHOLDER.sub(lambda m: self._values.get(m.group(), m.group()), text)
+        # One split and one lookup per token: no Python call per match, as ``sub`` with a
+        # function makes (a few times faster on an answer repeating twenty placeholders).
+        pieces = _SPLIT.split(text)
+        if len(pieces) == 1:
+            return text
+        get = values.get
+        pieces[1::2] = [get(token, token) for token in pieces[1::2]]
+        return "".join(pieces)
 
     def pending_tail(self, text: str) -> int:
         """Length of the longest suffix of ``text`` that is an unfinished issued placeholder."""
@@ -84,6 +94,8 @@ class TextRestorer:
 
     def feed(self, piece: str) -> str:
         """The restored text that can be emitted now; the rest waits for the next piece."""
+        if not self._held and "[" not in piece:
+            return piece  # nothing held, nothing to restore or hold: most pieces
         text = self._held + piece
         hold = self._pseudonyms.pending_tail(text)
         ready, self._held = (text[:-hold], text[-hold:]) if hold else (text, "")

@@ -9,8 +9,9 @@ inside order numbers. Types without a checksum need a context word nearby.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -85,16 +86,42 @@ class Scan:
     card shapes) is searched once. Each is worked out on first use.
     """
 
-    __slots__ = ("_prefilters", "_surroundings", "_window_hits", "_windows", "folded", "shared")
+    __slots__ = (
+        "_hits",
+        "_prefilters",
+        "_surroundings",
+        "_window_hits",
+        "_windows",
+        "folded",
+        "shared",
+    )
 
-    def __init__(self, folded: str, prefilters: Prefilters | None = None) -> None:
+    def __init__(
+        self,
+        folded: str,
+        prefilters: Prefilters | None = None,
+        hits: frozenset[int] | None = None,
+    ) -> None:
         self.folded = folded
         self._prefilters = prefilters
+        # Which of the prefilters match somewhere in the text, if the detector has run them.
+        self._hits = hits
         self._windows: tuple[tuple[int, int], ...] | None = None
         self._window_hits: list[Sequence[int]] | None = None
         self._surroundings: dict[tuple[int, int], str] = {}
         # Matches of each pattern searched so far, for recognizers that share one.
         self.shared: dict[object, list[re.Match[str]]] = {}
+
+    def matching(self, patterns: Sequence[str]) -> list[bool] | None:
+        """Whether each of ``patterns`` matches somewhere in the text, if the detector's
+        prefilter pass (which then holds them all) has told."""
+        prefilters, hits = self._prefilters, self._hits
+        if prefilters is None or hits is None:
+            return None
+        index = prefilters.index
+        if not all(pattern in index for pattern in patterns):
+            return None
+        return [index[pattern] in hits for pattern in patterns]
 
     @property
     def windows(self) -> tuple[tuple[int, int], ...]:
@@ -172,6 +199,9 @@ class PatternRecognizer:
     # For those: where in a text a match can begin (a superset, in order), if that is
     # cheaper to find than running the pattern everywhere; the pattern is tried there.
     starts: Callable[[str], Iterable[int]] | None = None
+    # The same for an anchored pattern: where in ``text[low:high]`` (a window) a match can
+    # begin, in order.
+    window_starts: Callable[[str, int, int], Iterable[int]] | None = None
     # Skip the search unless one of these substrings occurs (cheap, exact).
     needs: tuple[str, ...] = ()
     # Words just before a match that mean it is something else (版本 10.0.0.1).
@@ -180,6 +210,14 @@ class PatternRecognizer:
     # runs all prefilters in one linear pass and skips recognizers without a hit, and
     # windows without one.
     prefilter: str | None = None
+    # What ``Scan.shared`` files this recognizer's matches under: the same for the
+    # recognizers that share a pattern. Made of ids, because hashing a compiled pattern
+    # hashes its whole program (up to 3 us for the plate pattern, on every call).
+    _shared_key: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = (id(self.pattern), self.anchored, id(self.starts), id(self.window_starts))
+        object.__setattr__(self, "_shared_key", key)
 
     @property
     def context_gate(self) -> str | None:
@@ -198,7 +236,7 @@ class PatternRecognizer:
         if self.needs and not any(needle in folded for needle in self.needs):
             return []
         # Recognizers that share a pattern (the card shapes) share its matches.
-        key = (self.pattern, self.anchored, self.starts)
+        key = self._shared_key
         matches = scan.shared.get(key)
         if matches is None:
             matches = scan.shared[key] = self._search(folded, scan)
@@ -231,7 +269,16 @@ class PatternRecognizer:
                 windows = tuple(
                     window for window in windows if context.search(scan.surroundings(window))
                 )
-            return [match for low, high in windows for match in pattern.finditer(folded, low, high)]
+            if self.window_starts is None:
+                return [
+                    match for low, high in windows for match in pattern.finditer(folded, low, high)
+                ]
+            starts = self.window_starts
+            return [
+                match
+                for low, high in windows
+                for match in matches_at(pattern, folded, starts(folded, low, high), high)
+            ]
         if self.starts is None:
             return list(pattern.finditer(folded))
         return matches_at(pattern, folded, self.starts(folded))
@@ -266,8 +313,10 @@ def occurrences(text: str, needles: Iterable[str]) -> list[int]:
     return sorted(found)
 
 
-def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> list[re.Match[str]]:
-    """What ``pattern.finditer(text)`` finds, trying the pattern only at ``starts``.
+def matches_at(
+    pattern: re.Pattern[str], text: str, starts: Iterable[int], endpos: int | None = None
+) -> list[re.Match[str]]:
+    """What ``pattern.finditer(text, 0, endpos)`` finds, trying the pattern only at ``starts``.
 
     ``starts`` must hold every position where a match can begin (more does no harm), in
     order. finditer tries every position from where its last match ended, and a match
@@ -276,8 +325,9 @@ def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> li
     """
     matches = []
     position = 0
+    end = len(text) if endpos is None else endpos
     for start in starts:
-        if start >= position and (match := pattern.match(text, start)) is not None:
+        if start >= position and (match := pattern.match(text, start, end)) is not None:
             matches.append(match)
             position = match.end()
     return matches
@@ -285,6 +335,29 @@ def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> li
 
 def _secret_starts(text: str) -> list[int]:
     return occurrences(text, _SECRET_PREFIXES)
+
+
+def _email_starts(text: str, low: int, high: int) -> list[int]:
+    """Where an e-mail address in ``text[low:high]`` can begin.
+
+    An address is a run of local-part characters, an ``@`` and a domain, and the run
+    starts where no such character is before it: at the start of the run that ends at an
+    ``@`` (or at ``low``, where the pattern's look-behind decides). The pattern is tried
+    at the few ``@`` there are instead of at every letter of the prose around them.
+    """
+    starts = []
+    after = low  # no run reaches back past the last "@"
+    at = text.find("@", low, high)
+    while at >= 0:
+        start = after + len(text[after:at].rstrip(_EMAIL_LOCAL))
+        if start < at:
+            starts.append(start)
+        after = at + 1
+        at = text.find("@", after, high)
+    return starts
+
+
+_EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
 
 
 def _ipv6_starts(text: str) -> list[int]:
@@ -598,6 +671,7 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
             ),
             score=0.95,
             needs=("@",),
+            window_starts=_email_starts,
             prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
         ),
         PatternRecognizer(

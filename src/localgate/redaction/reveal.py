@@ -74,6 +74,13 @@ def _trigger() -> Any:
     return re2.compile(f"[\\\\%&{INVISIBLE}{_MARKS}]", options)
 
 
+# The same character class for short texts (a found value, a placeholder's text): the
+# standard engine takes a fraction of a microsecond where RE2's binding first copies the
+# text to UTF-8; over a long text RE2's scan is the faster (by about five times at 2 KB).
+_SHORT_TRIGGER = re.compile(f"[\\\\%&{INVISIBLE}{_MARKS}]")
+_SHORT = 128
+
+
 class Revealed:
     """The revealed form of one text, and where each of its characters came from."""
 
@@ -96,7 +103,7 @@ def reveal(text: str) -> Revealed | None:
     if text.isascii():
         if "\\" not in text and "%" not in text and "&" not in text:
             return None
-    elif not _trigger().search(text):
+    elif not (_SHORT_TRIGGER if len(text) <= _SHORT else _trigger()).search(text):
         return None
     current: Revealed | None = None
     source = text

@@ -18,11 +18,11 @@ they all wait, so the load spreads.
 The parent runs no event loop and imports nothing of the gateway: it waits for signals and
 for its children. SIGTERM or Ctrl-C drains every worker (each runs its own drain, see
 ``app/drain.py``) and the parent closes its copy of the socket after ``drain_delay_s``, so
-new connections are refused once the workers stop listening; it exits 0 once every worker
-has exited 0. SIGHUP is passed to every worker (each reloads its configuration; the pid
-file names the parent). A worker that dies is started again, at once the first time and
-then after a growing pause; more than ``MAX_RESTARTS`` deaths of one worker within
-``RESTART_WINDOW_S`` stop the gateway (exit 1) rather than restart forever.
+new connections are refused once the workers stop listening (at once on a second signal);
+it exits 0 once every worker has exited 0. SIGHUP is passed to every worker (each reloads
+its configuration; the pid file names the parent). A worker that dies is started again, at
+once the first time and then after a growing pause; more than ``MAX_RESTARTS`` deaths of one
+worker within ``RESTART_WINDOW_S`` stop the gateway (exit 1) rather than restart forever.
 """
 
 from __future__ import annotations
@@ -73,13 +73,16 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
-    """What a worker inherits: its index, the listening socket, where it reports readiness,
-    and the directory where the workers hand each other their metrics."""
+    """What a worker inherits: its index among ``count`` workers, the listening socket,
+    where it reports readiness, the directory where the workers answer each other's
+    questions (metrics, configuration), and its supervisor's pid (a reload goes through it)."""
 
     index: int
     listen_fd: int
     ready_fd: int
     metrics_dir: str
+    count: int
+    supervisor_pid: int
 
     def encode(self) -> str:
         """As the worker finds it in ``WORKER_ENV``."""
@@ -89,6 +92,8 @@ class WorkerSpec:
                 "listen_fd": self.listen_fd,
                 "ready_fd": self.ready_fd,
                 "metrics_dir": self.metrics_dir,
+                "count": self.count,
+                "supervisor_pid": self.supervisor_pid,
             }
         )
 
@@ -101,6 +106,8 @@ class WorkerSpec:
             listen_fd=int(raw["listen_fd"]),
             ready_fd=int(raw["ready_fd"]),
             metrics_dir=str(raw["metrics_dir"]),
+            count=int(raw["count"]),
+            supervisor_pid=int(raw["supervisor_pid"]),
         )
 
 
@@ -246,6 +253,11 @@ class Supervisor:
                     f"more, then requests in flight have up to {self._drain_timeout_s:g} s "
                     "to finish"
                 )
+            else:
+                # A second signal ends the delay: the workers stop listening at once, and
+                # so does this copy of the socket (else the kernel would still queue new
+                # connections on it, that nobody accepts until the delay is over).
+                self._close_listener()
             # Each signal goes on to the workers as it came: the first drains them, a second
             # stops their listening at once, a second Ctrl-C gives up on what is in flight.
             self._signal_all(sig)
@@ -282,6 +294,8 @@ class Supervisor:
             listen_fd=self._listener.fileno(),
             ready_fd=self._ready_write,
             metrics_dir=str(self._metrics_dir),
+            count=len(self._slots),
+            supervisor_pid=os.getpid(),
         )
         slot.ready = slot.reload_pending = False
         slot.start_at = None

@@ -25,7 +25,12 @@ class Worker:
     @property
     def slot(self) -> WorkerSlot:
         """What the app needs to know of it."""
-        return WorkerSlot(index=self.spec.index, metrics_dir=Path(self.spec.metrics_dir))
+        return WorkerSlot(
+            index=self.spec.index,
+            metrics_dir=Path(self.spec.metrics_dir),
+            count=self.spec.count,
+            supervisor_pid=self.spec.supervisor_pid,
+        )
 
     def listener(self) -> socket.socket:
         """The listening socket the supervisor bound."""
