@@ -13,6 +13,8 @@ from localgate.admin.tenants import (
     PolicySummary,
     RagPolicy,
     RedactionPolicy,
+    RouteSummary,
+    RoutingSummary,
     TenantAdmin,
     is_tenant_name,
 )
@@ -25,8 +27,14 @@ proxy:
     actions: {EMAIL: mask}
 cache: {ttl_s: 600}
 rag: {top_k: 3}
+upstreams:
+  onprem: {base_url: "http://onprem.example"}
+routes:
+  - {models: ["gemma-*"], tenants: [acme], upstream: onprem}
+  - {models: ["gemini-2.5-*"], upstream: default, fallback: [onprem], model: gemini-flash}
 tenants:
   acme:
+    upstreams: [onprem]
     redaction:
       default_action: mask
       actions: {PERSON: block, EMAIL: mask}
@@ -104,7 +112,19 @@ def test_the_policy_is_the_global_one_with_the_tenants_changes(settings: Setting
             queue_timeout_s=0.0,
             keys=(),
         ),
+        routing=RoutingSummary(
+            routes=(
+                RouteSummary(
+                    models=("gemini-2.5-*",), chain=("default", "onprem"), model="gemini-flash"
+                ),
+            ),
+            default_chain=("default",),
+            allowed_upstreams=None,
+        ),
     )
+    # Routes for other tenants are left out; residency limits the upstreams.
+    assert [r.chain for r in acme.routing.routes] == [("onprem",), ("default", "onprem")]
+    assert acme.routing.allowed_upstreams == ("onprem",)
 
 
 def test_a_tenant_nobody_names_is_not_found(settings: Settings) -> None:

@@ -73,17 +73,18 @@ class AdminApi:
 
 @contextmanager
 def gateway_and_admin(
-    data_dir: Path, upstream_url: str, clock: FakeClock
+    data_dir: Path, upstream_url: str, clock: FakeClock, config: str = ""
 ) -> Iterator[tuple[RunningGateway, str]]:
     """A gateway and its admin API on free loopback ports, on one event loop in a thread,
-    the admin API linked to the gateway, as ``localgate serve`` runs them."""
+    the admin API linked to the gateway, as ``localgate serve`` runs them (``config``: more
+    of the configuration file)."""
     environ = {
         "LOCALGATE_DATA_DIR": str(data_dir),
         "LOCALGATE_UPSTREAM_URL": upstream_url,
         "GEMINI_API_KEY": UPSTREAM_KEY,
     }
     config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
-    config_path.write_text("logging:\n  level: warning\n")
+    config_path.write_text("logging:\n  level: warning\n" + config)
     settings = with_test_timeouts(load_settings(config_path, environ)[0])
     store = SqliteKeyStore(settings.state_db_path)
     issued = store.create("acme", "tests")

@@ -3,6 +3,7 @@ and a tenant-admin kept to its own tenant whichever way it asks for another's.""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tests.adminapi.conftest import AdminApi
 ALL = frozenset(Role)
 A, S, AU, T, V = Role.ADMIN, Role.SECURITY, Role.AUDITOR, Role.TENANT_ADMIN, Role.VIEWER
 NO_SUCH_ID = "0000000000000000"
+_USERS = itertools.count()
 
 # operationId -> the roles allowed; written out here, not read from the code's grants.
 ALLOWED: dict[str, frozenset[Role]] = {
@@ -25,6 +27,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "listKeys": frozenset({S, T, V}),
     "createKey": frozenset({S, T}),
     "tenantUsage": frozenset({A, S, T, V}),
+    "tenantLimits": frozenset({A, S, T, V}),
     "revokeKey": frozenset({S, T}),
     "searchAudit": frozenset({AU}),
     "getRequestRecords": frozenset({AU}),
@@ -45,8 +48,10 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "listUpstreams": frozenset({A, S, V}),
     "redact": frozenset({A, S}),
     "listTokens": frozenset({A}),
+    "createToken": frozenset({A}),
     "revokeToken": frozenset({A}),
     "listUsers": frozenset({A}),
+    "createUser": frozenset({A}),
     "disableUser": frozenset({A}),
 }
 
@@ -68,6 +73,7 @@ def request_for(operation_id: str, api: AdminApi, tenant: str = "acme") -> dict[
         },
         "revokeKey": {"method": "DELETE", "url": f"/keys/{NO_SUCH_ID}"},
         "tenantUsage": {"method": "GET", "url": f"/tenants/{tenant}/usage"},
+        "tenantLimits": {"method": "GET", "url": f"/tenants/{tenant}/limits"},
         "searchAudit": {"method": "GET", "url": "/audit/records", "params": {"tenant": tenant}},
         "getRequestRecords": {"method": "GET", "url": f"/audit/requests/{request_id}"},
         "decryptRequest": {
@@ -111,8 +117,18 @@ def request_for(operation_id: str, api: AdminApi, tenant: str = "acme") -> dict[
         "listUpstreams": {"method": "GET", "url": "/upstreams"},
         "redact": {"method": "POST", "url": "/redact", "json": {"text": "mail a@example.com"}},
         "listTokens": {"method": "GET", "url": "/tokens"},
+        "createToken": {
+            "method": "POST",
+            "url": "/tokens",
+            "json": {"role": "admin", "expires": "1d", "label": "role table"},
+        },
         "revokeToken": {"method": "DELETE", "url": f"/tokens/{NO_SUCH_ID}"},
         "listUsers": {"method": "GET", "url": "/users"},
+        "createUser": {
+            "method": "POST",
+            "url": "/users",
+            "json": {"name": f"table-{next(_USERS)}", "role": "admin", "password": "x" * 12},
+        },
         "disableUser": {"method": "DELETE", "url": "/users/nobody"},
         "_key": {"method": "DELETE", "url": f"/keys/{key_id}"},
     }
@@ -208,3 +224,19 @@ def test_a_tenant_admin_manages_its_own_keys(signed: AdminApi) -> None:
     assert model["total_tokens"] > 0
     tenants = send(signed, Role.TENANT_ADMIN, request_for("listTenants", signed)).json()
     assert [t["name"] for t in tenants["tenants"]] == ["acme"]
+
+
+@pytest.mark.parametrize("other", [r for r in Role if r is not Role.ADMIN], ids=str)
+def test_an_admin_cannot_mint_a_role_it_does_not_hold(admin_api: AdminApi, other: Role) -> None:
+    tenant = "acme" if other is Role.TENANT_ADMIN else None
+    for operation_id, extra in (
+        ("createToken", {}),
+        ("createUser", {"name": f"mint-{other.value}", "password": "x" * 12}),
+    ):
+        request = request_for(operation_id, admin_api)
+        request["json"] = {**request["json"], **extra, "role": other.value, "tenant": tenant}
+        answer = send(admin_api, Role.ADMIN, request)
+        assert answer.status_code == 403, answer.text
+        assert "localgate admin" in answer.json()["error"]["message"]
+    users = send(admin_api, Role.ADMIN, request_for("listUsers", admin_api)).json()["users"]
+    assert f"mint-{other.value}" not in {u["name"] for u in users}

@@ -22,6 +22,8 @@ from localgate.audit.checkpoint import (
     CheckpointSigner,
     CheckpointVerifier,
     load_signer,
+    note_signers,
+    note_time,
     write_key_file,
 )
 from localgate.secret import Secret
@@ -445,3 +447,22 @@ class TestKeyFile:
     def test_a_missing_key_file_raises_oserror(self, tmp_path: Path) -> None:
         with pytest.raises(FileNotFoundError):
             load_signer(tmp_path / "missing.key")
+
+
+class TestReadingANoteUnverified:
+    def test_signers_of_a_note_with_two_signatures(self) -> None:
+        note = GO_TEXT + "\n" + PETER_SIGNATURE + ENOCH_SIGNATURE
+        assert note_signers(note) == ["PeterNeumann+c74f20a3", "EnochRoot+af0cfe78"]
+        # Not a checkpoint: it states no time.
+        assert note_time(note) is None
+
+    def test_time_and_signer_of_a_signed_checkpoint(
+        self, signer: CheckpointSigner, checkpoint: Checkpoint
+    ) -> None:
+        note = signer.sign(checkpoint)
+        assert note_time(note) == checkpoint.time
+        assert note_signers(note) == [f"{signer.name}+{signer.key_id:08x}"]
+
+    def test_malformed_signature_lines_are_left_out(self) -> None:
+        assert note_signers(GO_TEXT + "\n" + "not a signature\n") == []
+        assert note_signers("no blank line\n") == []

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from localgate.limits import Admission, Limit, MemoryBackend, ScopeLimits
+from localgate.limits import (
+    Admission,
+    Limit,
+    MemoryBackend,
+    ScopeLimits,
+    ScopeUsage,
+    WindowUsage,
+)
 from tests.limits.conftest import Clock
 
 TENANT = ScopeLimits("tenant:acme", requests_per_minute=3, tokens_per_minute=100)
@@ -87,3 +94,25 @@ def test_concurrency_counts_requests_in_flight_until_settled() -> None:
     asyncio.run(backend.settle((slots,), "a", None, refund_request=False))
 
     assert admit(backend, slots, rid="c").refused is None
+
+
+def test_usage_reads_the_open_windows_and_the_requests_in_flight() -> None:
+    clock = Clock()
+    backend = MemoryBackend(clock)
+    scope = ScopeLimits("tenant:acme", requests_per_minute=10, tokens_per_day=1000)
+    empty = WindowUsage(0, None)
+    assert asyncio.run(backend.usage("tenant:acme")) == ScopeUsage(empty, empty, empty, 0)
+    admit(backend, scope, tokens=40, rid="a")
+    clock.advance(15)
+    admit(backend, scope, tokens=20, rid="b")
+    asyncio.run(backend.settle((scope,), "a", 30, refund_request=False))
+
+    usage = asyncio.run(backend.usage("tenant:acme"))
+
+    assert usage == ScopeUsage(
+        WindowUsage(2, 45), WindowUsage(50, 45), WindowUsage(50, 86_385), in_flight=1
+    )
+    clock.advance(45)  # the minute has passed; the day has not
+    later = asyncio.run(backend.usage("tenant:acme"))
+    assert (later.requests_per_minute, later.tokens_per_minute) == (empty, empty)
+    assert later.tokens_per_day == WindowUsage(50, 86_340)

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import redis.asyncio as aioredis
 
-from localgate.limits import Limit, LimitsUnavailable, ScopeLimits, Waiting
+from localgate.limits import Limit, LimitsUnavailable, ScopeLimits, ScopeUsage, Waiting, WindowUsage
 from localgate.limits.redis_backend import _APPLY, RedisBackend, _Batches
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 from tests.limits.conftest import REDIS_URL
@@ -268,3 +268,46 @@ def test_a_waiter_that_gave_up_or_lapsed_holds_no_one_back(redis_prefix: str) ->
 async def _redis_now_ms(client: aioredis.Redis) -> int:
     seconds, micros = await client.time()
     return int(seconds) * 1000 + int(micros) // 1000
+
+
+def test_usage_reads_the_windows_and_the_live_leases(redis_prefix: str) -> None:
+    scope = ScopeLimits("tenant:acme", requests_per_minute=10, tokens_per_minute=500)
+
+    async def scenario(backend: RedisBackend) -> tuple[ScopeUsage, ScopeUsage]:
+        before = await backend.usage("tenant:acme")
+        await backend.admit((scope,), 40, "a")
+        await backend.admit((scope,), 20, "b")
+        await backend.settle((scope,), "a", 30, refund_request=False)
+        return before, await backend.usage("tenant:acme")
+
+    before, after = run(redis_prefix, scenario)
+
+    empty = WindowUsage(0, None)
+    assert before == ScopeUsage(empty, empty, empty, 0)
+    assert (after.requests_per_minute.used, after.tokens_per_minute.used) == (2, 50)
+    assert after.tokens_per_day.used == 50  # counted even without a daily limit
+    assert 0 < (after.requests_per_minute.resets_in_s or 0) <= 60
+    assert 86_300 < (after.tokens_per_day.resets_in_s or 0) <= 86_400
+    assert after.in_flight == 1  # "b" still runs
+
+
+def test_usage_does_not_count_a_lapsed_lease_in_flight(redis_prefix: str) -> None:
+    scope = ScopeLimits("tenant:acme", concurrent_requests=5)
+
+    async def scenario(backend: RedisBackend) -> tuple[int, int]:
+        await backend.admit((scope,), 0, "held")
+        await backend.admit((scope,), 0, "dead")
+        # A replica that dies stops renewing: "dead" is forgotten here, "held" renewed.
+        del backend._held["dead"]
+        before = (await backend.usage("tenant:acme")).in_flight
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while (await backend.usage("tenant:acme")).in_flight != 1:
+            assert loop.time() - started < INFRASTRUCTURE_TIMEOUT_S
+            await asyncio.sleep(0.05)
+        return before, (await backend.usage("tenant:acme")).requests_per_minute.used
+
+    before, requests = run(redis_prefix, scenario, lease_s=1)
+
+    assert before == 2
+    assert requests == 2  # reading purges nothing: both requests stay counted

@@ -11,7 +11,7 @@ from localgate.errors import ResourceExhausted, ServiceUnavailable
 from localgate.exchange.outcome import Outcome
 from localgate.exchange.permit import Settlement
 from localgate.limits import LimitsUnavailable, MemoryBackend, ScopeLimits, TenantLimiter, Waiting
-from localgate.limits.backend import Admission
+from localgate.limits.backend import Admission, ScopeUsage
 from localgate.observability import GatewayMetrics
 from tests.limits.conftest import Clock, request
 
@@ -222,6 +222,9 @@ class _Down:
         reservation: str,
         waiting: Waiting | None = None,
     ) -> Admission:
+        raise LimitsUnavailable("connection refused")
+
+    async def usage(self, scope: str) -> ScopeUsage:
         raise LimitsUnavailable("connection refused")
 
     async def stop_waiting(

@@ -16,6 +16,8 @@ __all__ = [
     "PolicySummary",
     "RagPolicy",
     "RedactionPolicy",
+    "RouteSummary",
+    "RoutingSummary",
     "TenantAdmin",
     "TenantSummary",
     "is_tenant_name",
@@ -73,6 +75,26 @@ class LimitsPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteSummary:
+    """A route that takes the tenant's requests: for which models (shell-style globs), to
+    which upstreams in order, and the model asked for instead (None: the one requested)."""
+
+    models: tuple[str, ...]
+    chain: tuple[str, ...]
+    model: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSummary:
+    """Where the tenant's requests may go: its routes (first match wins), where the others
+    go, and the upstreams it may reach at all (None: every one)."""
+
+    routes: tuple[RouteSummary, ...]
+    default_chain: tuple[str, ...]
+    allowed_upstreams: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class PolicySummary:
     """A tenant's effective policy: the global settings with its own changes applied."""
 
@@ -81,6 +103,7 @@ class PolicySummary:
     rag: RagPolicy
     local_embeddings: bool
     limits: LimitsPolicy
+    routing: RoutingSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +177,19 @@ class TenantAdmin:
                 priority=limits.priority or "normal",
                 queue_timeout_s=limits.queue_timeout_s or 0.0,
                 keys=tuple(sorted(limits.keys)),
+            ),
+            routing=RoutingSummary(
+                routes=tuple(
+                    RouteSummary(models=route.models, chain=route.chain, model=route.model)
+                    for route in self._settings.routes
+                    if not route.tenants or name in route.tenants
+                ),
+                default_chain=policy.routing.default_chain,
+                allowed_upstreams=(
+                    tuple(sorted(policy.routing.allowed))
+                    if policy.routing.allowed is not None
+                    else None
+                ),
             ),
         )
 

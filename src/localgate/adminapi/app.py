@@ -21,6 +21,7 @@ from localgate.admin.keys import KeyAdmin
 from localgate.admin.operator_stores import open_operator_store
 from localgate.adminapi.console import console_routes
 from localgate.adminapi.console_audit import audit_console_routes
+from localgate.adminapi.console_pages import page_routes
 from localgate.adminapi.link import GatewayLink
 from localgate.adminapi.oidc import OidcLogin, PendingLogins
 from localgate.adminapi.operations import OPERATIONS
@@ -102,6 +103,7 @@ def create_admin_app(
             *AdminRoutes(OPERATIONS).routes(),
             *console_routes(),
             *audit_console_routes(),
+            *page_routes(),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_exception},

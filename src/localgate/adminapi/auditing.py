@@ -25,6 +25,7 @@ from localgate.adminapi.models import (
 )
 from localgate.adminapi.routing import Call
 from localgate.adminapi.verifying import VerificationJob
+from localgate.audit.checkpoint import note_signers, note_time
 
 __all__ = [
     "decrypt_request",
@@ -207,7 +208,12 @@ def _verify_out(result: AuditVerification) -> VerifyOut:
 async def list_checkpoints(call: Call) -> CheckpointsOut:
     """Signed checkpoints."""
     found = await call.services.in_thread(call.services.search.checkpoints, call.query.tenant)
-    return CheckpointsOut(checkpoints=[CheckpointOut(**vars_of(c)) for c in found])
+    return CheckpointsOut(
+        checkpoints=[
+            CheckpointOut(**vars_of(c), time=note_time(c.note), signers=note_signers(c.note))
+            for c in found
+        ]
+    )
 
 
 async def sign_checkpoints(call: Call) -> SignedOut:

@@ -30,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from localgate.admin.operators import Operator, Role
+from localgate.adminapi.handoff import provider_name
 from localgate.adminapi.operations import OPERATIONS
 from localgate.adminapi.permissions import Permission, allowed
 from localgate.adminapi.routing import (
@@ -238,6 +239,14 @@ TEXT: dict[str, dict[str, str]] = {
         "error": "Error",
         "refused": "Refused",
         "redact": "Redaction playground",
+        "nav_cache": "Cache",
+        "nav_collections": "Retrieval",
+        "nav_tokens": "Admin tokens",
+        "nav_users": "Users",
+        "nav_checkpoints": "Checkpoints",
+        "nav_policy": "Effective policy",
+        "nav_usage": "Usage and limits",
+        "sign_in_with": "Sign in with",
         "text": "Text",
         "sent": "What would be sent",
         "blocked": "Blocked by policy",
@@ -402,6 +411,14 @@ TEXT: dict[str, dict[str, str]] = {
         "error": "错误",
         "refused": "拒绝访问",
         "redact": "脱敏试验场",
+        "nav_cache": "缓存",
+        "nav_collections": "检索",
+        "nav_tokens": "管理令牌",
+        "nav_users": "用户",
+        "nav_checkpoints": "检查点",
+        "nav_policy": "生效策略",
+        "nav_usage": "用量与限额",
+        "sign_in_with": "使用以下方式登录：",
         "text": "文本",
         "sent": "将要发送的内容",
         "blocked": "被策略拦截",
@@ -555,7 +572,13 @@ def _see_other(url: str) -> Response:
 
 async def login_form(page: Page, message: str | None = None, status: int = 200) -> Response:
     token = secrets.token_urlsafe(32)
-    response = page.render("login.html.j2", status, login_token=token, message=message)
+    response = page.render(
+        "login.html.j2",
+        status,
+        login_token=token,
+        message=message,
+        oidc_provider=provider_name(page.services),
+    )
     secure = "; Secure" if page.request.url.scheme == "https" else ""
     response.headers.append(
         "set-cookie",

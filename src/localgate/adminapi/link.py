@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from localgate.errors import FailedPrecondition
+from localgate.limits import TenantLimiter
 from localgate.policy.host_reload import HostReload
 from localgate.policy.reload import ConfigReloader
 from localgate.upstream.dispatcher import UpstreamDispatcher
@@ -32,6 +33,7 @@ class GatewayLink:
         self.host_reload: HostReload | None = None
         self.router: Router | None = None
         self.dispatcher: UpstreamDispatcher | None = None
+        self.limiter: TenantLimiter | None = None  # its limits' counters
 
     def attach(self, state: Mapping[str, Any]) -> None:
         """Take what the admin API needs from the data plane's lifespan state."""
@@ -44,6 +46,8 @@ class GatewayLink:
         self.host_reload = host_reload if isinstance(host_reload, HostReload) else None
         self.router = router if isinstance(router, Router) else None
         self.dispatcher = dispatcher if isinstance(dispatcher, UpstreamDispatcher) else None
+        limiter = getattr(pipeline, "limits", None)
+        self.limiter = limiter if isinstance(limiter, TenantLimiter) else None
 
     def running(self) -> tuple[ConfigReloader, Router, UpstreamDispatcher]:
         """The gateway's parts; ``FailedPrecondition`` if no gateway runs in this process."""

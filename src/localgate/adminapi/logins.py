@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from starlette.responses import RedirectResponse, Response
 
 from localgate.admin.operators import Operator
+from localgate.adminapi.handoff import CONSOLE_OIDC_COOKIE, failed_page, signed_in_page
 from localgate.adminapi.models import (
     LoginResult,
     OidcCallbackParams,
@@ -19,7 +20,13 @@ from localgate.adminapi.models import (
 )
 from localgate.adminapi.routing import API_PREFIX, SESSION_COOKIE, Call
 from localgate.adminapi.sessions import NewSession
-from localgate.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
+from localgate.errors import (
+    InvalidArgument,
+    LocalgateError,
+    NotFound,
+    ResourceExhausted,
+    Unauthenticated,
+)
 
 __all__ = ["OIDC_COOKIE", "login", "logout", "oidc_callback", "oidc_login", "whoami"]
 
@@ -87,9 +94,25 @@ async def oidc_login(call: Call) -> Response:
     return response
 
 
-async def oidc_callback(call: Call) -> LoginResult:
+async def oidc_callback(call: Call) -> LoginResult | Response:
     """Finish a login at the identity provider: the code exchanged, the ID token verified,
-    the role read from its claims; a session opened as for a password login."""
+    the role read from its claims; a session opened as for a password login. A login begun
+    on the console's login page ends there, with a page instead of JSON (``handoff``)."""
+    if not call.request.cookies.get(CONSOLE_OIDC_COOKIE):
+        return await _oidc_finish(call)
+    try:
+        await _oidc_finish(call)
+    except LocalgateError as exc:
+        answer = failed_page(exc.message, exc.code)
+    else:
+        answer = signed_in_page()
+    call.response_headers.append(
+        ("set-cookie", f"{CONSOLE_OIDC_COOKIE}=; Path={API_PREFIX}/oidc/; HttpOnly; Max-Age=0")
+    )
+    return answer
+
+
+async def _oidc_finish(call: Call) -> LoginResult:
     oidc = call.services.oidc
     if oidc is None:
         raise NotFound("OIDC login is not configured (admin.oidc).")

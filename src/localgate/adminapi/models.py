@@ -38,6 +38,8 @@ __all__ = [
     "KeyCreate",
     "KeyCreated",
     "KeyList",
+    "LimitUsageOut",
+    "LimitsOut",
     "LoginRequest",
     "LoginResult",
     "OidcCallbackParams",
@@ -51,11 +53,15 @@ __all__ = [
     "SignedOut",
     "TenantList",
     "TenantVerification",
+    "TokenCreate",
+    "TokenCreated",
     "TokenList",
     "UpstreamOut",
     "UpstreamsOut",
     "UsageOut",
     "UsageParams",
+    "UserCreate",
+    "UserCreated",
     "UserList",
     "VerifierKeyOut",
     "VerifyJobOut",
@@ -330,11 +336,14 @@ class CheckpointsParams(Body):
 
 
 class CheckpointOut(BaseModel):
-    """A signed head of a log."""
+    """A signed head of a log: its size, the time it states, and who signed it
+    (``<key name>+<key id>``, as read from the note, not verified here)."""
 
     tenant: str
     size: int
     note: str
+    time: datetime | None = None
+    signers: list[str] = Field(default_factory=list)
 
 
 class CheckpointsOut(BaseModel):
@@ -468,3 +477,64 @@ class UserList(BaseModel):
     """Local users (no password hashes)."""
 
     users: list[UserRecord]
+
+
+class TokenCreate(Body):
+    """A new admin token: its role (a tenant-admin's names its tenant, no other role's
+    does), how long it lasts (``30d``, ``12h``, ``45m``, ``90s``; none: until revoked)
+    and a label for people."""
+
+    role: Role
+    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
+    expires: str | None = Field(None, pattern=r"^[1-9][0-9]{0,5}[dhms]$")
+    label: str = Field("", max_length=200)
+
+
+class TokenCreated(BaseModel):
+    """A new admin token; ``token`` is shown this once and stored only hashed."""
+
+    token_id: str
+    role: Role
+    tenant: str | None
+    expires_at: str | None
+    token: str
+
+
+class UserCreate(Body):
+    """A new local user (the password: at least 12 characters, stored as argon2id)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    role: Role
+    tenant: str | None = Field(None, pattern=TENANT_PATTERN)
+    password: str = Field(min_length=12, max_length=1024)
+
+
+class UserCreated(BaseModel):
+    """The user created."""
+
+    user: UserRecord
+
+
+LimitName = Literal[
+    "requests_per_minute", "tokens_per_minute", "tokens_per_day", "concurrent_requests"
+]
+
+
+class LimitUsageOut(BaseModel):
+    """One of a tenant's limits (``value`` None: no such limit), what the limits backend
+    has counted against it now (requests in flight, for concurrency), and the seconds until
+    its window resets (None: no window open, or concurrency)."""
+
+    limit: LimitName
+    value: int | None
+    used: int
+    resets_in_s: float | None
+
+
+class LimitsOut(BaseModel):
+    """A tenant's limits against the running gateway's counters: ``memory`` counts this
+    process's requests only, ``redis`` every replica's."""
+
+    tenant: str
+    backend: Literal["memory", "redis"]
+    limits: list[LimitUsageOut]

@@ -5,11 +5,12 @@ operations in ``auditing``."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from localgate import __version__
 from localgate.admin.cache import CacheAdmin
-from localgate.admin.operators import Role
+from localgate.admin.operators import Role, parse_duration
 from localgate.admin.rag import RagAdmin
 from localgate.admin.tenants import TenantAdmin
 from localgate.adminapi.auditing import (
@@ -41,6 +42,8 @@ from localgate.adminapi.models import (
     KeyCreate,
     KeyCreated,
     KeyList,
+    LimitsOut,
+    LimitUsageOut,
     LoginRequest,
     LoginResult,
     OidcCallbackParams,
@@ -53,11 +56,15 @@ from localgate.adminapi.models import (
     ReloadOut,
     SignedOut,
     TenantList,
+    TokenCreate,
+    TokenCreated,
     TokenList,
     UpstreamOut,
     UpstreamsOut,
     UsageOut,
     UsageParams,
+    UserCreate,
+    UserCreated,
     UserList,
     VerifierKeyOut,
     VerifyJobOut,
@@ -67,16 +74,18 @@ from localgate.adminapi.models import (
     WhoAmI,
     WorkerReloadOut,
 )
-from localgate.adminapi.permissions import Permission
+from localgate.adminapi.permissions import GRANTS, Permission
 from localgate.adminapi.routing import Call, Operation
-from localgate.errors import NotFound
+from localgate.errors import FailedPrecondition, NotFound, PermissionDenied, ServiceUnavailable
+from localgate.limits import LimitsUnavailable
 from localgate.policy.host_reload import NO_ANSWER, WorkerOutcome
 from localgate.policy.reload import ConfigReloader, ReloadResult
 from localgate.policy.snapshot import config_hash
 from localgate.redaction.session import PolicyBlocked
 from localgate.redaction.stage import build_detector, new_session
+from localgate.secret import Secret
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OPERATIONS", "creatable_roles"]
 
 # With several workers, how long a reload through the API waits for each to report.
 WORKERS_RELOAD_TIMEOUT_S = 30.0
@@ -139,6 +148,39 @@ async def tenant_usage(call: Call) -> UsageOut:
     return UsageOut(
         tenant=usage.tenant, requests=usage.requests, outcomes=usage.outcomes, models=usage.models
     )
+
+
+async def tenant_limits(call: Call) -> LimitsOut:
+    """A tenant's limits, from the running configuration, against what the gateway's limits
+    backend has counted now."""
+    tenant = call.scope(call.path["tenant"])
+    reloader, _, _ = call.services.link.running()
+    limiter = call.services.link.limiter
+    if limiter is None:
+        raise FailedPrecondition("The running gateway counts no limits (its limits stage is off).")
+    await call.services.in_store_thread(lambda: _tenants(call).get(tenant))  # NotFound
+    limits = reloader.current.for_tenant(tenant).limits
+    try:
+        counted = await limiter.tenant_usage(tenant)
+    except LimitsUnavailable as exc:
+        raise ServiceUnavailable("The limits backend cannot be reached; try again.") from exc
+    windows = (counted.requests_per_minute, counted.tokens_per_minute, counted.tokens_per_day)
+    values = (limits.requests_per_minute, limits.tokens_per_minute, limits.tokens_per_day)
+    names = ("requests_per_minute", "tokens_per_minute", "tokens_per_day")
+    rows = [
+        LimitUsageOut(limit=name, value=value, used=window.used, resets_in_s=window.resets_in_s)
+        for name, value, window in zip(names, values, windows, strict=True)
+    ]
+    rows.append(
+        LimitUsageOut(
+            limit="concurrent_requests",
+            value=limits.concurrent_requests,
+            used=counted.in_flight,
+            resets_in_s=None,
+        )
+    )
+    backend = "redis" if call.services.settings.limits.backend == "redis" else "memory"
+    return LimitsOut(tenant=tenant, backend=backend, limits=rows)
 
 
 # -- cache, configuration, redaction ---------------------------------------------------
@@ -336,6 +378,49 @@ async def list_tokens(call: Call) -> TokenList:
     )
 
 
+def _no_more_than_the_caller(call: Call, role: Role) -> None:
+    """Nobody mints access it does not hold: an admin minting an auditor's token could read
+    payloads. Other roles' tokens and users are made on the gateway's host (the CLI)."""
+    if not GRANTS[role] <= GRANTS[call.operator.role]:
+        raise PermissionDenied(
+            f"The role {call.operator.role.value} may not create a {role.value}: it would "
+            "hold permissions its creator does not; use 'localgate admin' on the host."
+        )
+
+
+def creatable_roles(role: Role) -> list[Role]:
+    """The roles whose tokens and users ``role`` may create through the API."""
+    return [other for other in Role if GRANTS[other] <= GRANTS[role]]
+
+
+async def create_token(call: Call) -> TokenCreated:
+    """A new admin token, as ``localgate admin token create`` makes it."""
+    body: TokenCreate = call.body
+    _no_more_than_the_caller(call, body.role)
+    expires_in = parse_duration(body.expires) if body.expires else None
+    await call.record(
+        "token.create",
+        target={
+            "role": body.role.value,
+            "tenant": body.tenant,
+            "label": body.label,
+            "expires": body.expires,
+        },
+    )
+    issued = await call.services.in_store_thread(
+        functools.partial(
+            call.services.operators.create_token, body.role, body.tenant, expires_in, body.label
+        )
+    )
+    return TokenCreated(
+        token_id=issued.token_id,
+        role=issued.role,
+        tenant=issued.tenant,
+        expires_at=issued.expires_at,
+        token=issued.token.reveal(),
+    )
+
+
 async def revoke_token(call: Call) -> Ok:
     """Revoke an admin token."""
     token_id = call.path["token_id"]
@@ -347,6 +432,24 @@ async def revoke_token(call: Call) -> Ok:
 async def list_users(call: Call) -> UserList:
     """Local users."""
     return UserList(users=await call.services.in_store_thread(call.services.operators.list_users))
+
+
+async def create_user(call: Call) -> UserCreated:
+    """A new local user, as ``localgate admin user create`` makes it (the password is
+    kept only as its argon2id hash; neither appears in the trail)."""
+    body: UserCreate = call.body
+    _no_more_than_the_caller(call, body.role)
+    await call.record(
+        "user.create", target={"user": body.name, "role": body.role.value, "tenant": body.tenant}
+    )
+    user = await call.services.in_store_thread(
+        call.services.operators.create_user,
+        body.name,
+        body.role,
+        Secret(body.password),
+        body.tenant,
+    )
+    return UserCreated(user=user)
 
 
 async def disable_user(call: Call) -> Ok:
@@ -449,6 +552,16 @@ OPERATIONS: tuple[Operation, ...] = (
         tenant_usage,
         UsageOut,
         query=UsageParams,
+        tag="tenants",
+    ),
+    Operation(
+        "GET",
+        "/tenants/{tenant}/limits",
+        "tenantLimits",
+        "Show a tenant's limits and their use.",
+        P.USAGE_READ,
+        tenant_limits,
+        LimitsOut,
         tag="tenants",
     ),
     Operation(
@@ -664,6 +777,17 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="operators",
     ),
     Operation(
+        "POST",
+        "/tokens",
+        "createToken",
+        "Create admin tokens.",
+        P.OPERATORS_WRITE,
+        create_token,
+        TokenCreated,
+        body=TokenCreate,
+        tag="operators",
+    ),
+    Operation(
         "DELETE",
         "/tokens/{token_id}",
         "revokeToken",
@@ -681,6 +805,17 @@ OPERATIONS: tuple[Operation, ...] = (
         P.OPERATORS_READ,
         list_users,
         UserList,
+        tag="operators",
+    ),
+    Operation(
+        "POST",
+        "/users",
+        "createUser",
+        "Create users.",
+        P.OPERATORS_WRITE,
+        create_user,
+        UserCreated,
+        body=UserCreate,
         tag="operators",
     ),
     Operation(

@@ -45,7 +45,9 @@ __all__ = [
     "CheckpointSigner",
     "CheckpointVerifier",
     "load_signer",
+    "note_signers",
     "note_text",
+    "note_time",
     "write_key_file",
 ]
 
@@ -270,6 +272,28 @@ class CheckpointVerifier:
 def note_text(note: str) -> str:
     """The signed text of ``note`` (everything before its signature lines), unverified."""
     return note.split("\n\n", 1)[0] + "\n"
+
+
+def note_time(note: str) -> datetime | None:
+    """The time ``note``'s checkpoint states, unverified; None if it is not a checkpoint."""
+    try:
+        return Checkpoint.parse(note_text(note)).time
+    except CheckpointError:
+        return None
+
+
+def note_signers(note: str) -> list[str]:
+    """The ``<name>+<key id>`` of each signature line of ``note``, unverified (to show who
+    signed it; ``verify`` is what trusts it). Malformed lines are left out."""
+    blank = note.rfind("\n\n")
+    signers = []
+    for line in note[blank + 2 :].splitlines() if blank >= 0 else []:
+        try:
+            name, key_id, _ = _parse_signature_line(line)
+        except CheckpointError:
+            continue
+        signers.append(f"{name}+{key_id:08x}")
+    return signers
 
 
 def write_key_file(path: str | os.PathLike[str], signer: CheckpointSigner) -> None:

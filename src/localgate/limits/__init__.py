@@ -7,7 +7,9 @@ from localgate.limits.backend import (
     LimitBackend,
     LimitsUnavailable,
     ScopeLimits,
+    ScopeUsage,
     Waiting,
+    WindowUsage,
 )
 from localgate.limits.estimate import estimate_tokens, text_tokens
 from localgate.limits.memory import MemoryBackend
@@ -21,8 +23,10 @@ __all__ = [
     "LimitsUnavailable",
     "MemoryBackend",
     "ScopeLimits",
+    "ScopeUsage",
     "TenantLimiter",
     "Waiting",
+    "WindowUsage",
     "estimate_tokens",
     "text_tokens",
 ]

@@ -23,7 +23,9 @@ __all__ = [
     "LimitsUnavailable",
     "Quota",
     "ScopeLimits",
+    "ScopeUsage",
     "Waiting",
+    "WindowUsage",
 ]
 
 MINUTE_S = 60.0
@@ -113,6 +115,26 @@ class Waiting:
     hold_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class WindowUsage:
+    """What one window of a scope has counted; ``resets_in_s`` None: no window is open
+    (nothing counted yet, or it has passed), so ``used`` is 0."""
+
+    used: int
+    resets_in_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    """What a backend has counted for one scope now: its windows (requests per minute,
+    tokens per minute, tokens per day) and its requests in flight."""
+
+    requests_per_minute: WindowUsage
+    tokens_per_minute: WindowUsage
+    tokens_per_day: WindowUsage
+    in_flight: int
+
+
 class LimitsUnavailable(Exception):
     """The backend's counters cannot be reached (the Redis adapter raises it)."""
 
@@ -140,6 +162,10 @@ class LimitBackend(Protocol):
         self, scopes: tuple[ScopeLimits, ...], reservation: str, waiting: Waiting
     ) -> None:
         """The request registered by ``admit`` gave up waiting (timed out, went away)."""
+        ...
+
+    async def usage(self, scope: str) -> ScopeUsage:
+        """What has been counted for ``scope`` (read only: nothing is opened or purged)."""
         ...
 
     async def settle(

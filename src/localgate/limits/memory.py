@@ -20,7 +20,9 @@ from localgate.limits.backend import (
     Limit,
     Quota,
     ScopeLimits,
+    ScopeUsage,
     Waiting,
+    WindowUsage,
 )
 
 __all__ = ["MemoryBackend"]
@@ -172,6 +174,21 @@ class MemoryBackend:
                 # A window that has closed meanwhile is not reopened to settle into.
                 if change and window.start == start:
                     window.used = max(0, window.used + change)
+
+    async def usage(self, scope: str) -> ScopeUsage:
+        """See ``LimitBackend.usage``."""
+        state = self._scopes.get(scope)
+        if state is None:
+            empty = WindowUsage(0, None)
+            return ScopeUsage(empty, empty, empty, 0)
+        now = self._clock()
+        requests, tokens, day = (
+            WindowUsage(window.used, window.start + length - now)
+            if now < window.start + length
+            else WindowUsage(0, None)
+            for window, length in zip(state.windows, _LENGTHS, strict=True)
+        )
+        return ScopeUsage(requests, tokens, day, len(state.in_flight))
 
     async def close(self) -> None:
         """Nothing to close."""

@@ -35,7 +35,9 @@ from localgate.limits.backend import (
     LimitsUnavailable,
     Quota,
     ScopeLimits,
+    ScopeUsage,
     Waiting,
+    WindowUsage,
 )
 
 __all__ = ["RedisBackend"]
@@ -242,6 +244,42 @@ return table.concat(out)
 """
 )
 
+# KEYS: a scope's state. Read only: a passed window reads as none open, a lapsed lease is
+# not counted in flight (the next admission purges it, refunding its tokens). Returns
+# "requests used, reset ms, tokens/min used, reset ms, tokens/day used, reset ms, in flight"
+# (reset -1: no window open), space-separated.
+_USAGE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lengths = {60000, 60000, 86400000}
+local v = redis.call('HGET', KEYS[1], 'w')
+local c = {0, 0, 0, 0, 0, 0, 0, 0, 0}
+if v then c = {struct.unpack('ddddddddd', v)} end
+local out = {}
+for w = 1, 3 do
+  local s, u = c[2*w-1], c[2*w]
+  if s == 0 or now >= s + lengths[w] then
+    out[#out + 1], out[#out + 2] = 0, -1
+  else
+    out[#out + 1], out[#out + 2] = u, s + lengths[w] - now
+  end
+end
+local flying = c[7]
+if c[8] > 0 and now >= c[8] then
+  flying = 0
+  local all = redis.call('HGETALL', KEYS[1])
+  for k = 1, #all, 2 do
+    if string.sub(all[k], 1, 2) == 'r:' then
+      local _, _, _, _, ex = struct.unpack('ddddd', all[k + 1])
+      if ex > now then flying = flying + 1 end
+    end
+  end
+end
+out[#out + 1] = flying
+for i = 1, #out do out[i] = string.format('%d', out[i]) end
+return table.concat(out, ' ')
+"""
+
 # KEYS: the state of every scope of one reservation. ARGV: reservation, lease ms. Only a
 # lease still held is renewed: one that lapsed stays lapsed. The state lives at least as
 # long as a lease renewed in it.
@@ -420,6 +458,7 @@ class RedisBackend:
         self._lease_ms = max(1, round(lease_s * 1000))
         self._prefix = prefix
         self._renew = self._client.register_script(_RENEW)
+        self._read_usage = self._client.register_script(_USAGE)
         self._batches = _Batches(self._client, _APPLY)
         # Reservations held by this process: renewed every third of a lease.
         self._held: dict[str, tuple[ScopeLimits, ...]] = {}
@@ -558,6 +597,19 @@ class RedisBackend:
         except (RedisError, OSError) as exc:
             raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
+    async def usage(self, scope: str) -> ScopeUsage:
+        """See ``LimitBackend.usage``: one read-only script, on the server's clock."""
+        try:
+            answer = await self._read_usage(keys=[self._prefix + scope])
+        except (RedisError, OSError) as exc:
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        values = [int(value) for value in _text(answer).split()]
+        requests, tokens, day = (
+            WindowUsage(used, reset / 1000 if reset >= 0 else None)
+            for used, reset in zip(values[0:6:2], values[1:6:2], strict=True)
+        )
+        return ScopeUsage(requests, tokens, day, values[6])
+
     async def _renew_leases(self) -> None:
         """Every third of a lease, renew the leases of the reservations held here."""
         try:
@@ -586,6 +638,10 @@ class RedisBackend:
                 await self._renewer
         await self._client.aclose()
         await self._pool.aclose()
+
+
+def _text(answer: Any) -> str:
+    return answer.decode() if isinstance(answer, bytes) else str(answer)
 
 
 def _reservation(reservation: str) -> bytes:

@@ -31,6 +31,7 @@ from localgate.limits.backend import (
     LimitsUnavailable,
     Quota,
     ScopeLimits,
+    ScopeUsage,
     Waiting,
 )
 from localgate.limits.estimate import estimate_tokens
@@ -286,6 +287,11 @@ class TenantLimiter:
             if not self._settled_all.done():
                 self._settled_all.set_result(None)
             self._settled_all = None
+
+    async def tenant_usage(self, tenant: str) -> ScopeUsage:
+        """What the backend has counted for ``tenant`` (``LimitsUnavailable`` if it cannot
+        be reached). A tenant without limits is not counted: it reads as nothing."""
+        return await self._backend.usage(f"tenant:{tenant}")
 
     async def close_settlements(self) -> None:
         """Wait for the settlements in flight (written in the background)."""
