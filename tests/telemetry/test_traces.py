@@ -108,7 +108,9 @@ def test_no_span_carries_prompt_text_redacted_text_or_a_key(
     spans = receiver.trace(CLIENT_TRACE, 1 + len(STAGES) + 1)
 
     forbidden = [PHONE, "overdue invoice", "call the customer", redacted, traced.key]
-    forbidden += [UPSTREAM_KEY, traced.key.split("_")[-1][:12], "echo:"]
+    # The key's secret part (after "lg_<key id>_"; it may itself hold "_"), not just all of it.
+    secret = traced.key.split("_", 2)[2]
+    forbidden += [UPSTREAM_KEY, secret[:12], secret[-12:], "echo:"]
     for span in spans:
         text = json.dumps([span.name, span.attributes, span.resource], ensure_ascii=False)
         for value in forbidden:
