@@ -141,3 +141,25 @@ def test_phone_numbers_in_other_characters_are_found(detector: Detector, phone: 
     text = f"手机{phone}，谢谢"
 
     assert found(detector, text) == [(phone, "CN_MOBILE")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Dot leaders, a rule of dashes, full-width padding (folded to letters) or a token
+        # glued in front: the run that ends at the "@" starts more than a window's padding
+        # before it, and the address was not found at all.
+        "Contact" + "." * 100 + "zhang.wei@example.com",
+        "-" * 120 + "zhang.wei@example.com",
+        "ｘ" * 150 + "zhang.wei@example.com",
+        "eyJhbGciOiJIUzI1NiJ9" * 10 + "zhang.wei@example.com please",
+        "邮箱" + "a" * 3000 + "@example.com",
+    ],
+)
+def test_an_email_whose_local_part_starts_far_before_the_at_is_found(
+    detector: Detector, text: str
+) -> None:
+    at = text.index("@")
+    findings = detector.detect(text)
+
+    assert [f.type for f in findings if f.start < at < f.end] == ["EMAIL"]

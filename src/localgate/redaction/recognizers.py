@@ -162,26 +162,46 @@ class Scan:
 
 def _windows(folded: str) -> tuple[tuple[int, int], ...]:
     length = len(folded)
-    widened = []
+    widened: list[tuple[int, int]] = []
     # Runs of digits and "@" on one line closer than twice the padding share one window.
     # No windowed pattern crosses a newline, so a window ends at one: a block of records
     # is a window per line, and each recognizer searches only the lines its prefilter
     # matches.
+    # A window is widened to whole tokens at both ends: an e-mail address's local part
+    # can start far before its "@" (dot leaders, a rule of dashes, a token glued on), and
+    # a match cannot begin inside a token (the look-behinds).
     for cluster in _ANCHORS.finditer(folded):
         start, end = cluster.span()
         line_start = folded.rfind("\n", 0, start) + 1
         line_end = folded.find("\n", end)
         high = min(length if line_end < 0 else line_end, end + _PAD)
         tail = _TOKEN_TAIL.match(folded, high)
-        widened.append((max(line_start, start - _PAD), tail.end() if tail else high))
+        low = max(line_start, start - _PAD)
+        # Back to where the token at ``low`` starts, but not into the previous window
+        # (which ends where a token does): each character is looked at once.
+        floor = max(line_start, widened[-1][1] if widened else 0)
+        widened.append((_token_start(folded, floor, low), tail.end() if tail else high))
     return tuple(widened)
+
+
+def _token_start(text: str, floor: int, at: int) -> int:
+    """Where the run of token characters that ends at ``at`` starts (``floor`` at most),
+    read back a short piece at a time: mostly the piece before ``at`` is prose."""
+    while at > floor:
+        piece = text[max(floor, at - 32) : at]
+        kept = len(piece.rstrip(_TOKEN_CHARS))
+        if kept:
+            return at - len(piece) + kept
+        at -= len(piece)
+    return at
 
 
 # Identifiers with a digit or "@" are at most this long on either side of one.
 _PAD = 96
 # Starting with a plain class (not "[0-9@]+") lets re skip to the first anchor in C.
 _ANCHORS = re.compile(rf"[0-9@][0-9@]*(?:[^0-9@\n]{{1,{2 * _PAD}}}+[0-9@]+)*")
-_TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_-]*")
+_TOKEN_CHARS = string.ascii_letters + string.digits + ".:@_%+-"
+_TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_%+-]*")
 
 
 @dataclass(frozen=True, slots=True)
