@@ -12,9 +12,13 @@ unusual local parts and neighbours. Every value must be found whole.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from localgate.redaction.detector import Detector
+from localgate.redaction.fold import fold
+from localgate.redaction.recognizers import _windows
 
 B64 = "QUJDREVGR0g" * 200  # 2.2 KB, no space: jieba's block runs on into the name
 PROSE = "lorem ipsum " * 30  # long enough to be cut out of the line
@@ -91,3 +95,20 @@ def test_identifiers_in_forms_the_shortcuts_skip_over(
     detector: Detector, text: str, expected: list[tuple[str, str]]
 ) -> None:
     assert [(text[f.start : f.end], f.type) for f in detector.detect(text)] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ("a" * 200 + "13812345678.") * 500,  # one long token with a number every 212 characters
+        ("a" * 200 + "1 ") * 500,
+        "x" * 300 + ("b" * 250 + "@") * 200 + "example.com",
+    ],
+)
+def test_windows_in_a_long_token_do_not_overlap(text: str) -> None:
+    # Widened apart, every window in a long token reached to its end: the recognizers
+    # searched the token once per window (2 s of CPU for 420 KB).
+    windows = _windows(fold(text))
+
+    assert all(high <= low for (_, high), (low, _) in itertools.pairwise(windows))
+    assert sum(high - low for low, high in windows) <= len(text)

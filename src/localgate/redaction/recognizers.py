@@ -169,18 +169,35 @@ def _windows(folded: str) -> tuple[tuple[int, int], ...]:
     # matches.
     # A window is widened to whole tokens at both ends: an e-mail address's local part
     # can start far before its "@" (dot leaders, a rule of dashes, a token glued on), and
-    # a match cannot begin inside a token (the look-behinds).
+    # a match cannot begin inside a token (the look-behinds). Windows a token runs
+    # through are one. The last window's end is widened only once the next window's
+    # start is known, and only up to it: each character is looked at once (widened
+    # apart, every window in a long token would reach to its end, in quadratic time).
+    pending: tuple[int, int] | None = None  # the last window, its end not yet widened
     for cluster in _ANCHORS.finditer(folded):
         start, end = cluster.span()
         line_start = folded.rfind("\n", 0, start) + 1
         line_end = folded.find("\n", end)
         high = min(length if line_end < 0 else line_end, end + _PAD)
-        tail = _TOKEN_TAIL.match(folded, high)
         low = max(line_start, start - _PAD)
-        # Back to where the token at ``low`` starts, but not into the previous window
-        # (which ends where a token does): each character is looked at once.
-        floor = max(line_start, widened[-1][1] if widened else 0)
-        widened.append((_token_start(folded, floor, low), tail.end() if tail else high))
+        floor = line_start
+        if pending is not None:
+            last_low, last_high = pending
+            if low <= last_high:
+                pending = (last_low, max(last_high, high))
+                continue
+            tail = _TOKEN_TAIL.match(folded, last_high, low)
+            tail_end = tail.end() if tail else last_high
+            if tail_end == low:  # one token from the last window to this one
+                pending = (last_low, high)
+                continue
+            widened.append((last_low, tail_end))
+            floor = max(floor, tail_end)
+        pending = (_token_start(folded, floor, low), high)
+    if pending is not None:
+        last_low, last_high = pending
+        tail = _TOKEN_TAIL.match(folded, last_high)
+        widened.append((last_low, tail.end() if tail else last_high))
     return tuple(widened)
 
 
