@@ -6,6 +6,7 @@ response and its keys. Nothing of them may reach the upstream.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -67,3 +68,23 @@ def test_identifiers_where_the_shortcuts_cut_do_not_reach_the_upstream(
     response = post(gateway, GENERATE, body)
 
     assert_not_forwarded(response, upstream, (PHONE, RESIDENT_ID, EMAIL, *NAMES))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gemini-" + base64.b64encode(PHONE.encode()).decode().rstrip("="),
+        "gemini-2.5-flash-" + base64.b64encode(f"email {EMAIL}".encode()).decode().rstrip("="),
+        "gemini_" + base64.urlsafe_b64encode(RESIDENT_ID.encode()).decode().rstrip("="),
+    ],
+    ids=["phone", "email", "resident-id"],
+)
+def test_a_base64_part_of_the_model_name_is_decoded(
+    model: str, gateway: RunningGateway, upstream: FakeGemini
+) -> None:
+    # The whole name was decoded if it was base64; a part after a prefix was not, and
+    # reached the upstream's request line.
+    response = post(gateway, f"/v1beta/models/{model}:generateContent", _prompt("hello"))
+
+    assert response.status_code == 400
+    assert upstream.requests == []
