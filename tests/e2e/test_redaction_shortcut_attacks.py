@@ -25,6 +25,7 @@ from tests.e2e.test_redaction_attacks import (
 B64 = "QUJDREVGR0g" * 200
 PROSE = "lorem ipsum " * 30
 NAMES = ("张伟", "欧阳娜娜", "彭志强")
+IDN_EMAIL = "wei@bücher.de"
 # Long lines (2 KB and more): jieba segments only the parts that hold Chinese.
 LINES = (
     B64 + "张伟说明天到",
@@ -33,6 +34,7 @@ LINES = (
     PROSE + "call １３８\u3000１２３４\u3000５６７８ " + PROSE,
     PROSE + "身份证１１０１０５１９４９１２３１００２Ｘ " + PROSE,
     "Contact" + "." * 100 + EMAIL + " " + PROSE,
+    "or " + IDN_EMAIL + "，谢谢",
 )
 
 
@@ -67,7 +69,7 @@ def test_identifiers_where_the_shortcuts_cut_do_not_reach_the_upstream(
 ) -> None:
     response = post(gateway, GENERATE, body)
 
-    assert_not_forwarded(response, upstream, (PHONE, RESIDENT_ID, EMAIL, *NAMES))
+    assert_not_forwarded(response, upstream, (PHONE, RESIDENT_ID, EMAIL, IDN_EMAIL, *NAMES))
 
 
 @pytest.mark.parametrize(

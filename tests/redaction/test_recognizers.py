@@ -163,3 +163,23 @@ def test_an_email_whose_local_part_starts_far_before_the_at_is_found(
     findings = detector.detect(text)
 
     assert [f.type for f in findings if f.start < at < f.end] == ["EMAIL"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Internationalised domains (and a look-alike letter from another script): the
+        # whole address passed, as the domain pattern took ASCII only.
+        ("mail zhang@bücher.de now", "zhang@bücher.de"),
+        ("mail zhang@bu\u0308cher.de now", "zhang@bu\u0308cher.de"),
+        ("mail zhang.wei@ex\u0430mple.com now", "zhang.wei@ex\u0430mple.com"),
+        ("邮箱wei@пример.рф，谢谢", "wei@пример.рф"),
+        ("li@ελληνικά.gr", "li@ελληνικά.gr"),
+        # Chinese after the address is not part of it.
+        ("邮箱zhang@example.com之后联系", "zhang@example.com"),
+    ],
+)
+def test_an_email_with_an_internationalised_domain_is_found(
+    detector: Detector, text: str, expected: str
+) -> None:
+    assert found(detector, text) == [(expected, "EMAIL")]

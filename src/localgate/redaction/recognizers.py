@@ -395,6 +395,12 @@ def _email_starts(text: str, low: int, high: int) -> list[int]:
 
 
 _EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
+# A domain's labels and top-level domain: internationalised ones too (Latin with accents,
+# combining marks, Greek, Cyrillic: bücher.de, пример.рф, and a look-alike letter from
+# another script in an ASCII name), not CJK, which would swallow the Chinese after an
+# address.
+_LABEL = "A-Za-z0-9\u00c0-\u024f\u0300-\u04ff"
+_TLD = "A-Za-z\u00c0-\u024f\u0370-\u04ff"
 
 
 def _ipv6_starts(text: str) -> list[int]:
@@ -703,13 +709,13 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
             "EMAIL",
             c(
                 _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
-                + r"[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+                + r"[A-Za-z0-9._%+-]*@"
+                + f"[{_LABEL}-]+(?:\\.[{_LABEL}-]+)*\\.[{_TLD}]{{2,24}}(?![{_LABEL}-])"
             ),
             score=0.95,
             needs=("@",),
             window_starts=_email_starts,
-            prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
+            prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9\x{c0}-\x{24f}\x{300}-\x{4ff}-]",
         ),
         PatternRecognizer(
             "IPV4",
