@@ -183,3 +183,19 @@ def test_an_email_with_an_internationalised_domain_is_found(
     detector: Detector, text: str, expected: str
 ) -> None:
     assert found(detector, text) == [(expected, "EMAIL")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A quoted local part (RFC 5321): nothing before the "@" started a run, and the
+        # whole address passed.
+        ('write to "zhang wei"@example.com today', '"zhang wei"@example.com'),
+        ('邮箱"zhang.wei"@example.com，谢谢', '"zhang.wei"@example.com'),
+        ('a@b "x"@example.org', '"x"@example.org'),
+    ],
+)
+def test_an_email_with_a_quoted_local_part_is_found(
+    detector: Detector, text: str, expected: str
+) -> None:
+    assert found(detector, text) == [(expected, "EMAIL")]

@@ -144,7 +144,8 @@ PLAIN_PATTERNS: tuple[tuple[str, str | None], ...] = (
     ("CN_LICENSE_PLATE", None),
     (
         "EMAIL",
-        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9\u00c0-\u024f\u0300-\u04ff-]+"
+        r'(?:(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+|"[^"\n@]{1,64}")'
+        r"@[A-Za-z0-9\u00c0-\u024f\u0300-\u04ff-]+"
         r"(?:\.[A-Za-z0-9\u00c0-\u024f\u0300-\u04ff-]+)*\.[A-Za-z\u00c0-\u024f\u0370-\u04ff]{2,24}"
         r"(?![A-Za-z0-9\u00c0-\u024f\u0300-\u04ff-])",
     ),

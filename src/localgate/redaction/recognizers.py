@@ -389,6 +389,10 @@ def _email_starts(text: str, low: int, high: int) -> list[int]:
         start = after + len(text[after:at].rstrip(_EMAIL_LOCAL))
         if start < at:
             starts.append(start)
+        elif at > after and text[at - 1] == '"':  # a quoted local part: "zhang wei"@…
+            quote = text.rfind('"', max(after, at - 66), at - 1)
+            if quote >= 0:
+                starts.append(quote)
         after = at + 1
         at = text.find("@", after, high)
     return starts
@@ -708,14 +712,15 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         PatternRecognizer(
             "EMAIL",
             c(
-                _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
-                + r"[A-Za-z0-9._%+-]*@"
+                "(?:"
+                + _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
+                + r'[A-Za-z0-9._%+-]*|"[^"\n@]{1,64}")@'
                 + f"[{_LABEL}-]+(?:\\.[{_LABEL}-]+)*\\.[{_TLD}]{{2,24}}(?![{_LABEL}-])"
             ),
             score=0.95,
             needs=("@",),
             window_starts=_email_starts,
-            prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9\x{c0}-\x{24f}\x{300}-\x{4ff}-]",
+            prefilter=r'[A-Za-z0-9._%+"-]@[A-Za-z0-9\x{c0}-\x{24f}\x{300}-\x{4ff}-]',
         ),
         PatternRecognizer(
             "IPV4",
