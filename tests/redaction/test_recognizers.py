@@ -141,3 +141,61 @@ def test_phone_numbers_in_other_characters_are_found(detector: Detector, phone: 
     text = f"手机{phone}，谢谢"
 
     assert found(detector, text) == [(phone, "CN_MOBILE")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Dot leaders, a rule of dashes, full-width padding (folded to letters) or a token
+        # glued in front: the run that ends at the "@" starts more than a window's padding
+        # before it, and the address was not found at all.
+        "Contact" + "." * 100 + "zhang.wei@example.com",
+        "-" * 120 + "zhang.wei@example.com",
+        "ｘ" * 150 + "zhang.wei@example.com",
+        "eyJhbGciOiJIUzI1NiJ9" * 10 + "zhang.wei@example.com please",
+        "邮箱" + "a" * 3000 + "@example.com",
+    ],
+)
+def test_an_email_whose_local_part_starts_far_before_the_at_is_found(
+    detector: Detector, text: str
+) -> None:
+    at = text.index("@")
+    findings = detector.detect(text)
+
+    assert [f.type for f in findings if f.start < at < f.end] == ["EMAIL"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Internationalised domains (and a look-alike letter from another script): the
+        # whole address passed, as the domain pattern took ASCII only.
+        ("mail zhang@bücher.de now", "zhang@bücher.de"),
+        ("mail zhang@bu\u0308cher.de now", "zhang@bu\u0308cher.de"),
+        ("mail zhang.wei@ex\u0430mple.com now", "zhang.wei@ex\u0430mple.com"),
+        ("邮箱wei@пример.рф，谢谢", "wei@пример.рф"),
+        ("li@ελληνικά.gr", "li@ελληνικά.gr"),
+        # Chinese after the address is not part of it.
+        ("邮箱zhang@example.com之后联系", "zhang@example.com"),
+    ],
+)
+def test_an_email_with_an_internationalised_domain_is_found(
+    detector: Detector, text: str, expected: str
+) -> None:
+    assert found(detector, text) == [(expected, "EMAIL")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A quoted local part (RFC 5321): nothing before the "@" started a run, and the
+        # whole address passed.
+        ('write to "zhang wei"@example.com today', '"zhang wei"@example.com'),
+        ('邮箱"zhang.wei"@example.com，谢谢', '"zhang.wei"@example.com'),
+        ('a@b "x"@example.org', '"x"@example.org'),
+    ],
+)
+def test_an_email_with_a_quoted_local_part_is_found(
+    detector: Detector, text: str, expected: str
+) -> None:
+    assert found(detector, text) == [(expected, "EMAIL")]

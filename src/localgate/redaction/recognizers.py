@@ -162,26 +162,63 @@ class Scan:
 
 def _windows(folded: str) -> tuple[tuple[int, int], ...]:
     length = len(folded)
-    widened = []
+    widened: list[tuple[int, int]] = []
     # Runs of digits and "@" on one line closer than twice the padding share one window.
     # No windowed pattern crosses a newline, so a window ends at one: a block of records
     # is a window per line, and each recognizer searches only the lines its prefilter
     # matches.
+    # A window is widened to whole tokens at both ends: an e-mail address's local part
+    # can start far before its "@" (dot leaders, a rule of dashes, a token glued on), and
+    # a match cannot begin inside a token (the look-behinds). Windows a token runs
+    # through are one. The last window's end is widened only once the next window's
+    # start is known, and only up to it: each character is looked at once (widened
+    # apart, every window in a long token would reach to its end, in quadratic time).
+    pending: tuple[int, int] | None = None  # the last window, its end not yet widened
     for cluster in _ANCHORS.finditer(folded):
         start, end = cluster.span()
         line_start = folded.rfind("\n", 0, start) + 1
         line_end = folded.find("\n", end)
         high = min(length if line_end < 0 else line_end, end + _PAD)
-        tail = _TOKEN_TAIL.match(folded, high)
-        widened.append((max(line_start, start - _PAD), tail.end() if tail else high))
+        low = max(line_start, start - _PAD)
+        floor = line_start
+        if pending is not None:
+            last_low, last_high = pending
+            if low <= last_high:
+                pending = (last_low, max(last_high, high))
+                continue
+            tail = _TOKEN_TAIL.match(folded, last_high, low)
+            tail_end = tail.end() if tail else last_high
+            if tail_end == low:  # one token from the last window to this one
+                pending = (last_low, high)
+                continue
+            widened.append((last_low, tail_end))
+            floor = max(floor, tail_end)
+        pending = (_token_start(folded, floor, low), high)
+    if pending is not None:
+        last_low, last_high = pending
+        tail = _TOKEN_TAIL.match(folded, last_high)
+        widened.append((last_low, tail.end() if tail else last_high))
     return tuple(widened)
+
+
+def _token_start(text: str, floor: int, at: int) -> int:
+    """Where the run of token characters that ends at ``at`` starts (``floor`` at most),
+    read back a short piece at a time: mostly the piece before ``at`` is prose."""
+    while at > floor:
+        piece = text[max(floor, at - 32) : at]
+        kept = len(piece.rstrip(_TOKEN_CHARS))
+        if kept:
+            return at - len(piece) + kept
+        at -= len(piece)
+    return at
 
 
 # Identifiers with a digit or "@" are at most this long on either side of one.
 _PAD = 96
 # Starting with a plain class (not "[0-9@]+") lets re skip to the first anchor in C.
 _ANCHORS = re.compile(rf"[0-9@][0-9@]*(?:[^0-9@\n]{{1,{2 * _PAD}}}+[0-9@]+)*")
-_TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_-]*")
+_TOKEN_CHARS = string.ascii_letters + string.digits + ".:@_%+-"
+_TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_%+-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,12 +389,22 @@ def _email_starts(text: str, low: int, high: int) -> list[int]:
         start = after + len(text[after:at].rstrip(_EMAIL_LOCAL))
         if start < at:
             starts.append(start)
+        elif at > after and text[at - 1] == '"':  # a quoted local part: "zhang wei"@…
+            quote = text.rfind('"', max(after, at - 66), at - 1)
+            if quote >= 0:
+                starts.append(quote)
         after = at + 1
         at = text.find("@", after, high)
     return starts
 
 
 _EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
+# A domain's labels and top-level domain: internationalised ones too (Latin with accents,
+# combining marks, Greek, Cyrillic: bücher.de, пример.рф, and a look-alike letter from
+# another script in an ASCII name), not CJK, which would swallow the Chinese after an
+# address.
+_LABEL = "A-Za-z0-9\u00c0-\u024f\u0300-\u04ff"
+_TLD = "A-Za-z\u00c0-\u024f\u0370-\u04ff"
 
 
 def _ipv6_starts(text: str) -> list[int]:
@@ -665,14 +712,15 @@ def builtin_recognizers() -> tuple[PatternRecognizer | PrivateKeyRecognizer, ...
         PatternRecognizer(
             "EMAIL",
             c(
-                _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
-                + r"[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+                "(?:"
+                + _first("[A-Za-z0-9._%+-]", "[A-Za-z0-9._%+-]")
+                + r'[A-Za-z0-9._%+-]*|"[^"\n@]{1,64}")@'
+                + f"[{_LABEL}-]+(?:\\.[{_LABEL}-]+)*\\.[{_TLD}]{{2,24}}(?![{_LABEL}-])"
             ),
             score=0.95,
             needs=("@",),
             window_starts=_email_starts,
-            prefilter=r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
+            prefilter=r'[A-Za-z0-9._%+"-]@[A-Za-z0-9\x{c0}-\x{24f}\x{300}-\x{4ff}-]',
         ),
         PatternRecognizer(
             "IPV4",

@@ -28,15 +28,22 @@ def _forms(value: str) -> list[str]:
     """A value that cannot be rewritten, as a model or a server could read it: spaced, and
     decoded if it is base64 (an opaque-looking token can be a number in disguise)."""
     forms = [spaced(value)]
-    compact = value.rstrip("=").replace("-", "+").replace("_", "/")
-    if len(compact) >= 8 and _BASE64.fullmatch(compact):
-        with contextlib.suppress(binascii.Error, ValueError):
-            raw = base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
-            forms.append(spaced(raw.decode("latin-1")))
+    # The whole value (base64url too), and each part between the model-name grammar's
+    # separators: "gemini-MTM4MTIzNDU2Nzg" is a prefix and a number in base64.
+    whole = value.rstrip("=").replace("-", "+").replace("_", "/")
+    parts = (part.rstrip("=") for part in _PARTS.split(value))
+    for compact in dict.fromkeys((whole, *parts)):
+        if len(compact) >= 8 and _BASE64.fullmatch(compact):
+            with contextlib.suppress(binascii.Error, ValueError):
+                raw = base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
+                decoded = raw.decode("latin-1")
+                # As it is, too: pulled apart, 11010519491231002X loses its check character.
+                forms += (decoded, spaced(decoded))
     return forms
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+")
+_PARTS = re.compile(r"[-_.@:]")
 
 
 def spaced(value: str) -> str:
