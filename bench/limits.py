@@ -160,6 +160,16 @@ def _end_to_end(redis: str, rounds: int, duration_s: int) -> dict[tuple[str, str
         )
 
 
+def _load_reading(load: tuple[float, float]) -> str:
+    """What the load average says about this run's req/s ratios."""
+    if max(load) > (os.cpu_count() or 1):
+        return (
+            ": more than the CPUs, so the req/s ratios are noise; the CPU and Redis figures"
+            " per request hold up better."
+        )
+    return ": a quiet machine, but compare the req/s ratios within this run only."
+
+
 def _report(
     in_process: dict[str, float],
     results: dict[tuple[str, str], Summary],
@@ -227,8 +237,7 @@ and the fake upstream the other; Redis is not pinned. Figures are medians over t
 compare within a run. Redis's counters (INFO commandstats and cpu) are the whole server's:
 "without" is the same counter while the gateway without limits ran, i.e. what else reached
 that Redis meanwhile. The machine's load average (1 min) was {load[0]:.1f} as the gateways
-started and {load[1]:.1f} at the end, on {os.cpu_count()} CPUs: well above the CPUs, req/s
-ratios are noise; the CPU and Redis figures per request hold up better.
+started and {load[1]:.1f} at the end, on {os.cpu_count()} CPUs{_load_reading(load)}
 
 | measure | seen | target |
 |---|---|---|
