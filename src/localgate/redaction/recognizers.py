@@ -22,6 +22,7 @@ from localgate.redaction.findings import Finding
 
 __all__ = [
     "PatternRecognizer",
+    "PrefilterFailed",
     "Prefilters",
     "Scan",
     "builtin_recognizers",
@@ -60,11 +61,24 @@ class Prefilters:
         for pattern in patterns:
             if pattern not in self.index:
                 self.index[pattern] = self._set.Add(pattern)
+        # The empty pattern matches every text. RE2's set search answers "no match" when it
+        # fails (its DFA out of memory), and the Python binding does not tell that apart from
+        # nothing matching; every recognizer would then be skipped and the text forwarded as
+        # it is. The sentinel missing from an answer is that failure, and detection stops.
+        self._sentinel = self._set.Add("")
         self._set.Compile()
 
     def hits(self, text: str) -> Sequence[int]:
-        """Indices of the patterns that match somewhere in ``text``."""
-        return self._set.Match(text) or ()
+        """Indices of the patterns that match somewhere in ``text`` (and the sentinel's);
+        raises :class:`PrefilterFailed` if the set search failed."""
+        found: Sequence[int] | None = self._set.Match(text)
+        if not found or self._sentinel not in found:
+            raise PrefilterFailed("the prefilter search failed; the text was not scanned")
+        return found
+
+
+class PrefilterFailed(RuntimeError):
+    """RE2's set search failed: what it found cannot be trusted (the request is refused)."""
 
 
 def _re2_options() -> Any:
