@@ -61,11 +61,12 @@ class Prefilters:
         for pattern in patterns:
             if pattern not in self.index:
                 self.index[pattern] = self._set.Add(pattern)
-        # The empty pattern matches every text. RE2's set search answers "no match" when it
-        # fails (its DFA out of memory), and the Python binding does not tell that apart from
-        # nothing matching; every recognizer would then be skipped and the text forwarded as
-        # it is. The sentinel missing from an answer is that failure, and detection stops.
-        self._sentinel = self._set.Add("")
+        # The start of the text matches in every text, an empty one too. RE2's set search
+        # answers "no match" when it fails (its DFA out of memory), and the Python binding
+        # does not tell that apart from nothing matching; every recognizer would then be
+        # skipped and the text forwarded as it is. The sentinel missing from an answer is
+        # that failure, and detection stops.
+        self._sentinel = self._set.Add(r"\A")
         self._set.Compile()
 
     def hits(self, text: str) -> Sequence[int]:
