@@ -26,8 +26,8 @@ from localgate.admin.operators import (
 )
 from localgate.errors import ServiceUnavailable
 from localgate.state.generations import GenerationWatch
-from localgate.state.migrate import upgrade_schema
-from localgate.state.postgres import StateConnection, StateDatabaseUnavailable, describe
+from localgate.state.migrate import prepare_schema
+from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
 
 __all__ = ["GENERATION", "PostgresOperatorStore"]
 
@@ -53,7 +53,7 @@ class PostgresOperatorStore(OperatorStore):
         self._db = StateConnection(dsn)
         try:
             if migrate:
-                _upgrade(dsn)
+                prepare_schema(dsn)
             self._watch = GenerationWatch(dsn, GENERATION, what="admin operators") if poll else None
         except StateDatabaseUnavailable:
             self._db.close()
@@ -170,14 +170,3 @@ class PostgresOperatorStore(OperatorStore):
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self._db.run(sql, params)
-
-
-def _upgrade(dsn: str) -> None:
-    try:
-        upgrade_schema(dsn)
-    except Exception as exc:
-        # SQLAlchemy wraps the driver's error: its first line says what failed.
-        cause: BaseException = exc.__cause__ or exc
-        raise StateDatabaseUnavailable(
-            f"database_url: cannot prepare the state database: {describe(cause)}"
-        ) from exc

@@ -29,8 +29,8 @@ from localgate.identity.keys import (
     new_key,
 )
 from localgate.state.generations import POLL_INTERVAL_S, STALE_AFTER_S, GenerationWatch
-from localgate.state.migrate import upgrade_schema
-from localgate.state.postgres import StateConnection, StateDatabaseUnavailable, describe
+from localgate.state.migrate import prepare_schema
+from localgate.state.postgres import StateConnection, StateDatabaseUnavailable
 
 __all__ = ["POLL_INTERVAL_S", "STALE_AFTER_S", "PostgresKeyStore"]
 
@@ -44,7 +44,7 @@ class PostgresKeyStore:
         self._db = StateConnection(dsn)
         if migrate:
             try:
-                _upgrade(dsn)
+                prepare_schema(dsn)
             except StateDatabaseUnavailable:
                 self._db.close()
                 raise
@@ -136,14 +136,3 @@ class PostgresKeyStore:
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         """One statement on the store's connection, reconnecting once if it was lost."""
         return self._db.run(sql, params)
-
-
-def _upgrade(dsn: str) -> None:
-    try:
-        upgrade_schema(dsn)
-    except Exception as exc:
-        # SQLAlchemy wraps the driver's error: its first line says what failed.
-        cause: BaseException = exc.__cause__ or exc
-        raise StateDatabaseUnavailable(
-            f"database_url: cannot prepare the state database: {describe(cause)}"
-        ) from exc

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["VERSION_TABLE", "head_revision", "upgrade_schema"]
+from localgate.state.postgres import StateDatabaseUnavailable, describe
+
+__all__ = ["VERSION_TABLE", "head_revision", "prepare_schema", "upgrade_schema"]
 
 VERSION_TABLE = "localgate_state_version"
 _LOCK = 7466130818  # the audit migrations take 7466130817
@@ -31,6 +33,19 @@ def upgrade_schema(dsn: str) -> None:
             command.upgrade(config, "head")
     finally:
         engine.dispose()
+
+
+def prepare_schema(dsn: str) -> None:
+    """``upgrade_schema`` for a store opening on ``dsn``: any failure as one
+    ``StateDatabaseUnavailable`` line naming the setting."""
+    try:
+        upgrade_schema(dsn)
+    except Exception as exc:
+        # SQLAlchemy wraps the driver's error: its first line says what failed.
+        cause: BaseException = exc.__cause__ or exc
+        raise StateDatabaseUnavailable(
+            f"database_url: cannot prepare the state database: {describe(cause)}"
+        ) from exc
 
 
 def head_revision() -> str:
