@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from localgate.admin.audit_search import open_reader
 from localgate.audit.anchor import Anchor, read_anchor
 from localgate.audit.checkpoint import (
     Checkpoint,
@@ -504,10 +505,7 @@ class AuditAdmin:
     # -- resources -------------------------------------------------------------------
 
     def _reader(self) -> AuditReader:
-        settings = self._settings
-        if settings.audit.store == "sqlite" and not settings.audit_db_path.exists():
-            raise NotFound(f"no audit log at {settings.audit_db_path}")
-        return AuditReader(database(settings)())
+        return open_reader(self._settings)
 
     def _verifier(self, key: str | None) -> CheckpointVerifier | None:
         if key:

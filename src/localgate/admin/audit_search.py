@@ -18,7 +18,15 @@ from localgate.audit.trail import database
 from localgate.config import Settings
 from localgate.errors import NotFound
 
-__all__ = ["AuditQuery", "AuditSearch", "FoundRecord", "ModelUsage", "SignedCheckpoint", "Usage"]
+__all__ = [
+    "AuditQuery",
+    "AuditSearch",
+    "FoundRecord",
+    "ModelUsage",
+    "SignedCheckpoint",
+    "Usage",
+    "open_reader",
+]
 
 _COLUMNS = "tenant, seq, kind, request_id, CAST(header AS BLOB)"
 
@@ -183,10 +191,15 @@ class AuditSearch:
             reader.close()
 
     def _reader(self) -> AuditReader:
-        settings = self._settings
-        if settings.audit.store == "sqlite" and not settings.audit_db_path.exists():
-            raise NotFound(f"no audit log at {settings.audit_db_path}")
-        return AuditReader(database(settings)())
+        return open_reader(self._settings)
+
+
+def open_reader(settings: Settings) -> AuditReader:
+    """A reader of the configured audit store; NotFound if its SQLite file does not exist
+    (a reader would create an empty one)."""
+    if settings.audit.store == "sqlite" and not settings.audit_db_path.exists():
+        raise NotFound(f"no audit log at {settings.audit_db_path}")
+    return AuditReader(database(settings)())
 
 
 def _stamp(moment: datetime) -> str:
