@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import httpx
@@ -17,17 +15,10 @@ from click.testing import CliRunner
 from localgate.cli import main
 from localgate.testing import FakeGemini
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
-from tests.gateway_process import free_port, start
+from tests.gateway_process import HeldStream, free_port, refuses_connections, start
 
-STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 BODY = {"contents": [{"parts": [{"text": "hi"}]}]}
-
-
-def refuses_connections(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(5)
-        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 def _gateway(
@@ -49,42 +40,6 @@ def _gateway(
     return gateway, port, key, env
 
 
-class _HeldStream:
-    """A stream through the gateway, held by the fake upstream after its first event until
-    the ``with`` block ends; ``lines`` has its events, ``ended`` is set when it closed."""
-
-    def __init__(self, base: str, key: str, upstream: FakeGemini) -> None:
-        self._hold = threading.Event()
-        upstream.stream(["one", " two", " three"], hold=self._hold)
-        self.lines: list[str] = []
-        self.ended = threading.Event()
-        self._first = threading.Event()
-        self._base, self._key = base, key
-        self._reader = threading.Thread(target=self._read)
-
-    def __enter__(self) -> _HeldStream:
-        self._reader.start()
-        assert self._first.wait(INFRASTRUCTURE_TIMEOUT_S)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._hold.set()
-        self._reader.join(INFRASTRUCTURE_TIMEOUT_S)
-
-    def _read(self) -> None:
-        with (
-            httpx.Client(base_url=self._base, timeout=INFRASTRUCTURE_TIMEOUT_S) as client,
-            client.stream(
-                "POST", STREAM, json=BODY, headers={"x-goog-api-key": self._key}
-            ) as response,
-        ):
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    self.lines.append(line)
-                    self._first.set()
-        self.ended.set()
-
-
 def test_sigterm_drains_then_finishes_the_streams_in_flight_and_exits_0(
     tmp_path: Path, upstream: FakeGemini
 ) -> None:
@@ -93,7 +48,7 @@ def test_sigterm_drains_then_finishes_the_streams_in_flight_and_exits_0(
     gateway, port, key, env = _gateway(tmp_path, upstream, drain_delay_s=3600)
     base = f"http://127.0.0.1:{port}"
     try:
-        with _HeldStream(base, key, upstream) as stream:
+        with HeldStream(base, key, upstream) as stream:
             gateway.send_signal(signal.SIGTERM)
 
             # Not ready at once, but still answering: the load balancer moves traffic away.
@@ -128,7 +83,7 @@ def test_after_the_drain_delay_it_stops_listening_on_its_own_and_the_stream_fini
     gateway, port, key, env = _gateway(tmp_path, upstream, drain_delay_s=0.5)
     base = f"http://127.0.0.1:{port}"
     try:
-        with _HeldStream(base, key, upstream) as stream:
+        with HeldStream(base, key, upstream) as stream:
             gateway.send_signal(signal.SIGTERM)
             wait_until(lambda: refuses_connections(port))  # nothing checked inside the delay
             assert not stream.ended.is_set()

@@ -8,9 +8,7 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,9 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from localgate.cli import main
 from localgate.testing import FakeGemini
 from tests.conftest import INFRASTRUCTURE_TIMEOUT_S, wait_until
-from tests.gateway_process import free_port, start
+from tests.gateway_process import HeldStream, free_port, refuses_connections, start
 
-STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 GENERATE = "/v1beta/models/gemini-2.5-flash:generateContent"
 BODY = {"contents": [{"parts": [{"text": "hi"}]}]}
 
@@ -133,12 +130,6 @@ def _draining(worker: httpx.Client) -> bool:
     return answer.status_code == 503 and answer.json()["status"] == "draining"
 
 
-def _refuses_connections(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(5)
-        return probe.connect_ex(("127.0.0.1", port)) != 0
-
-
 def test_both_workers_answer_and_metrics_count_the_whole_host(workers: Workers) -> None:
     pids = workers.worker_pids()
     assert len(set(pids.values())) == 2
@@ -175,43 +166,6 @@ def test_a_worker_killed_with_9_is_started_again_and_the_gateway_keeps_answering
     assert workers.process.poll() is None
 
 
-class _HeldStream:
-    """A stream through the gateway, held by the fake upstream after its first event until
-    ``release``; ``lines`` has its events."""
-
-    def __init__(self, workers: Workers, upstream: FakeGemini) -> None:
-        self._hold = threading.Event()
-        upstream.stream(["one", " two", " three"], hold=self._hold)
-        self.lines: list[str] = []
-        self._first = threading.Event()
-        self._workers = workers
-        self._reader = threading.Thread(target=self._read)
-
-    def __enter__(self) -> _HeldStream:
-        self._reader.start()
-        assert self._first.wait(INFRASTRUCTURE_TIMEOUT_S)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
-
-    def release(self) -> None:
-        self._hold.set()
-        self._reader.join(INFRASTRUCTURE_TIMEOUT_S)
-
-    def _read(self) -> None:
-        with (
-            httpx.Client(base_url=self._workers.base, timeout=INFRASTRUCTURE_TIMEOUT_S) as client,
-            client.stream(
-                "POST", STREAM, json=BODY, headers={"x-goog-api-key": self._workers.key}
-            ) as response,
-        ):
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    self.lines.append(line)
-                    self._first.set()
-
-
 # Longer than any test runs: the drain delay ends when the test sends a second signal, not
 # when a loaded machine has let the time pass. The drain timeout, likewise, never cuts the
 # stream the test holds.
@@ -224,7 +178,7 @@ def test_sigterm_drains_every_worker_finishes_the_stream_and_exits_0(
     server = f"  drain_delay_s: {_NEVER_S:g}\n  drain_timeout_s: {_NEVER_S:g}\n"
     with _serve_workers(tmp_path, upstream, server) as workers:
         clients = _client_per_worker(workers.base, workers.key)
-        with _HeldStream(workers, upstream) as stream:
+        with HeldStream(workers.base, workers.key, upstream) as stream:
             workers.process.send_signal(signal.SIGTERM)
 
             # Every worker is not ready at once (asked on a connection to each one)...
@@ -237,7 +191,7 @@ def test_sigterm_drains_every_worker_finishes_the_stream_and_exits_0(
             # A second signal ends the delay: nobody listens from then on, not even the
             # supervisor's copy of the socket; the stream is still in flight.
             workers.process.send_signal(signal.SIGTERM)
-            wait_until(lambda: _refuses_connections(workers.port))
+            wait_until(lambda: refuses_connections(workers.port))
             assert workers.process.poll() is None
             stream.release()
 
@@ -255,10 +209,10 @@ def test_after_the_drain_delay_nobody_listens_and_the_stream_still_finishes(
     server = f"  drain_delay_s: 0.5\n  drain_timeout_s: {_NEVER_S:g}\n"
     with (
         _serve_workers(tmp_path, upstream, server) as workers,
-        _HeldStream(workers, upstream) as stream,
+        HeldStream(workers.base, workers.key, upstream) as stream,
     ):
         workers.process.send_signal(signal.SIGTERM)
-        wait_until(lambda: _refuses_connections(workers.port))
+        wait_until(lambda: refuses_connections(workers.port))
         assert workers.process.poll() is None
         stream.release()
         assert len(stream.lines) == 3
