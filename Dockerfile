@@ -3,8 +3,8 @@
 # `# syntax=` line, so no frontend image is pulled and it builds where Docker Hub is not
 # reachable (with PYTHON_IMAGE from a registry that is).
 #
-# Two stages: the first builds wheels of localgate and of its runtime dependencies only
-# (no extras: neither the dev tools nor the semantic embedder's torch); the second installs
+# Two stages: the first builds wheels of localgate (its detection core compiled) and of its
+# runtime dependencies only (no extras: neither the dev tools nor the semantic embedder's torch); the second installs
 # them offline into a slim Python and runs as an unprivileged user.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -13,7 +13,13 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# A C compiler for the compiled detection core (setup.py: mypyc), in this stage only: the
+# runtime stage installs the built wheel.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+COPY pyproject.toml setup.py README.md ./
 COPY src ./src
 # Behind a TLS-inspecting proxy or with a private index, pip's configuration and the CA
 # bundle come in as build secrets, never stored in a layer (docs/deploy.md, "The image"):

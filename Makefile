@@ -9,9 +9,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Runtime install: re-run when the project's dependencies change.
+# Runtime install: re-run when the project's dependencies change. It compiles the detection
+# core (setup.py) too.
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	touch $@ $(VENV)/.native
+
+# The compiled detection core, compiled again when its sources change (until then they run
+# as Python: src/localgate/redaction/native.py).
+NATIVE := setup.py $(addprefix src/localgate/redaction/,\
+	findings.py validators.py fold.py reveal.py recognizers.py names.py)
+$(VENV)/.native: $(NATIVE) $(VENV)/.runtime
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
 # Test and lint tools on top of the runtime.
@@ -19,12 +28,12 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-run: $(VENV)/.runtime
+run: $(VENV)/.runtime $(VENV)/.native
 	$(BIN)/localgate serve $(ARGS)
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
+	$(BIN)/ruff format --check src tests bench setup.py
 	$(BIN)/mypy
 
 # promtool checks and unit-tests the shipped alert rules (tests/test_alerts.py); Debian's
@@ -48,10 +57,10 @@ tools:
 		 (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$PKGS) >/dev/null 2>&1) || \
 		echo "note: could not install chromium, chromium-driver, poppler-utils, Pango or a CJK font; the report's PDF, its rendering and the console's browser tests need them"
 
-test: lint tools
+test: lint tools $(VENV)/.native
 	$(BIN)/pytest
 
-bench: $(VENV)/.dev
+bench: $(VENV)/.dev $(VENV)/.native
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || \
 		{ echo "make bench needs wrk (Debian/Ubuntu: apt-get install wrk)"; exit 1; }
 	$(BIN)/python -m bench.run --out docs/benchmarks.md

@@ -73,7 +73,9 @@ def test_only_the_runtime_dependencies_are_installed_never_an_extra() -> None:
     # The wheel set is localgate and what its [project] dependencies pull in: pip wheel of
     # the project itself, with no extra.
     # pip's configuration and a CA bundle may come in as build secrets, nothing else.
-    (wheel,) = values(build, "RUN")
+    compiler, wheel = values(build, "RUN")
+    # Before it, the C compiler for the compiled detection core, in the build stage only.
+    assert "apt-get install -y --no-install-recommends gcc libc6-dev" in compiler
     assert wheel.endswith("&& pip wheel --wheel-dir /wheels .")
     mounts = re.findall(r"--mount=(\S+)", wheel)
     assert mounts == [
@@ -157,7 +159,7 @@ def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
     assert all(any(c == i or c.startswith(f"{i}/") for i in included) for c in copied), copied
     for path in copied:
         assert (ROOT / path).exists(), path
-    assert included == {"pyproject.toml", "README.md", "src", "deploy/docker"}
+    assert included == {"pyproject.toml", "setup.py", "README.md", "src", "deploy/docker"}
 
 
 def test_the_wheel_the_image_installs_carries_every_file_of_the_package() -> None:
@@ -170,7 +172,12 @@ def test_the_wheel_the_image_installs_carries_every_file_of_the_package() -> Non
     files = [
         path
         for path in package.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix != ".pyc"
+        # What the build makes (the compiled detection core and its record), not package data.
+        and path.suffix != ".so"
+        and path.name != "_native.json"
     ]
 
     assert setuptools["packages"]["find"]["where"] == ["src"]

@@ -48,6 +48,7 @@ from localgate.pipeline.stages import NoAudit, NoCache, NoRetrieval
 from localgate.policy import ConfigReloader, PolicySnapshot
 from localgate.policy.host_reload import HostReload, WorkerConfig
 from localgate.quality import QualityStage
+from localgate.redaction import native
 from localgate.redaction.stage import PolicyRedaction, signature_seal
 from localgate.requestid import RequestIdMiddleware
 from localgate.telemetry import open_tracing, trace_config
@@ -103,6 +104,7 @@ def create_app(
             upstream_settings = settings.upstream
             egress = egress_for(upstream_settings.base_url, upstream_settings, environ=os.environ)
             logger.info("upstream %s: %s", DEFAULT_UPSTREAM, egress.describe())
+            logger.info("detection core: %s", native.status().reason)
             session = open_session(
                 upstream_settings.max_connections,
                 upstream_settings.connect_timeout_s,

@@ -78,8 +78,11 @@ class Prefilters:
         return found
 
 
-class PrefilterFailed(RuntimeError):
-    """RE2's set search failed: what it found cannot be trusted (the request is refused)."""
+class PrefilterFailed(Exception):
+    """RE2's set search failed: what it found cannot be trusted (the request is refused).
+
+    An ``Exception``, not a ``RuntimeError``: the compiled core (mypyc) cannot subclass the
+    latter in a native class."""
 
 
 def _re2_options() -> Any:

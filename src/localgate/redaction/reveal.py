@@ -61,7 +61,10 @@ _SEQUENCE = re.compile(
 )
 # What a percent run decodes to that stays encoded: bytes that are not UTF-8 (lone
 # surrogates, with surrogateescape) and control characters (see _control).
-_UNREADABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\udc80-\udcff]+")
+# (The surrogates by chr(): the compiled core, mypyc, refuses them in string literals.)
+_UNREADABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + chr(0xDC80) + "-" + chr(0xDCFF) + "]+"
+)
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _REPLACEMENT = "\ufffd"
 
