@@ -14,6 +14,7 @@ import ast
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,15 @@ def test_the_build_compiles_the_modules_the_guard_checks() -> None:
         and any(isinstance(target, ast.Name) and target.id == "COMPILED" for target in node.targets)
     )
     assert tuple(built) == native.COMPILED
+
+
+def test_make_compiles_again_when_a_compiled_module_changes() -> None:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    listed = re.search(
+        r"NATIVE := setup\.py \$\(addprefix src/localgate/redaction/,\\\n(.*)\)", makefile
+    )
+    assert listed is not None
+    assert tuple(name.removesuffix(".py") for name in listed.group(1).split()) == native.COMPILED
 
 
 def test_the_test_run_uses_the_compiled_core() -> None:
