@@ -18,7 +18,7 @@ $(VENV)/.runtime: pyproject.toml | $(BIN)/python
 # The compiled detection core, compiled again when its sources change (until then they run
 # as Python: src/localgate/redaction/native.py).
 NATIVE := setup.py $(addprefix src/localgate/redaction/,\
-	findings.py validators.py fold.py reveal.py recognizers.py names.py)
+	findings.py validators.py fold.py reveal.py recognizers.py names.py placeholders.py session.py request.py)
 $(VENV)/.native: $(NATIVE) $(VENV)/.runtime
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@

@@ -22,7 +22,17 @@ from setuptools.errors import BaseError, CCompilerError
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "src" / "localgate" / "redaction"
 # The same list as localgate.redaction.native.COMPILED (a test holds them together).
-COMPILED = ("findings", "validators", "fold", "reveal", "recognizers", "names")
+COMPILED = (
+    "findings",
+    "validators",
+    "fold",
+    "reveal",
+    "recognizers",
+    "names",
+    "placeholders",
+    "session",
+    "request",
+)
 RECORD = "_native.json"
 
 

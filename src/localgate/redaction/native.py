@@ -1,4 +1,4 @@
-"""The compiled detection core: used only for the exact sources it was compiled from.
+"""The compiled detection core (and the request rewrite around it): used only for the exact sources it was compiled from.
 
 ``make run`` and ``make test`` install localgate with the detection modules (``COMPILED``)
 compiled to C by mypyc (``setup.py``): the same source, type-checked and compiled, about a
@@ -31,7 +31,17 @@ __all__ = ["COMPILED", "RECORD", "NativeStatus", "install", "status"]
 
 # The modules the build compiles, all or none: compiled modules call each other directly,
 # so a mix of compiled and interpreted ones would not be one program.
-COMPILED = ("findings", "validators", "fold", "reveal", "recognizers", "names")
+COMPILED = (
+    "findings",
+    "validators",
+    "fold",
+    "reveal",
+    "recognizers",
+    "names",
+    "placeholders",
+    "session",
+    "request",
+)
 # What the build writes beside them: the digests of the sources it compiled.
 RECORD = "_native.json"
 _PACKAGE = __name__.rpartition(".")[0]
