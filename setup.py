@@ -10,6 +10,8 @@ it differs from what was compiled, or ``LOCALGATE_PURE_PYTHON=1`` is set at run 
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import os
 import sys
@@ -21,24 +23,25 @@ from setuptools.errors import BaseError, CCompilerError
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "src" / "localgate" / "redaction"
-# The same list as localgate.redaction.native.COMPILED (a test holds them together).
-COMPILED = (
-    "findings",
-    "validators",
-    "fold",
-    "reveal",
-    "recognizers",
-    "names",
-    "placeholders",
-    "session",
-    "request",
-)
+
+
+def _compiled() -> tuple[str, ...]:
+    """``localgate.redaction.native.COMPILED``, read from its source: the package cannot be
+    imported before it is built (its dependencies are not in the build environment)."""
+    tree = ast.parse((PACKAGE / "native.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "COMPILED" for target in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise LookupError("src/localgate/redaction/native.py names no COMPILED modules")
+
+
+COMPILED = _compiled()
 RECORD = "_native.json"
 
 
 def _digest(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
