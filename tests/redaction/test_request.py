@@ -211,3 +211,33 @@ def test_non_utf8_text_blobs_cannot_be_scanned(detector: Detector) -> None:
         body = {"contents": [{"parts": [{"inlineData": {"mimeType": mime, "data": utf16}}]}]}
         with pytest.raises(InvalidArgument, match="binary_data"):
             redact_request_body(GeminiMethod.GENERATE_CONTENT, body, session(detector))
+
+
+def _nested(levels: int, leaf: Any) -> Any:
+    body = leaf
+    for level in range(levels):
+        body = {"a": body} if level % 2 else [body]
+    return {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "x": body}
+
+
+def test_a_body_nested_within_the_walk_s_depth_is_redacted_all_the_way_down(
+    detector: Detector,
+) -> None:
+    redacted = redact_request_body(
+        GeminiMethod.GENERATE_CONTENT, _nested(250, "13812345678"), session(detector)
+    )
+
+    assert "13812345678" not in repr(redacted)
+    assert "[CN_MOBILE_1]" in repr(redacted)
+
+
+@pytest.mark.parametrize("levels", [260, 100_000])
+def test_a_body_nested_deeper_than_the_walk_goes_is_refused(
+    detector: Detector, levels: int
+) -> None:
+    # The doors refuse such bodies first (100 levels); the walk refuses them on any other
+    # way in, with the doors' message, and the compiled walk never overruns the C stack.
+    with pytest.raises(InvalidArgument, match="nested deeper than 256 levels"):
+        redact_request_body(
+            GeminiMethod.GENERATE_CONTENT, _nested(levels, "13812345678"), session(detector)
+        )

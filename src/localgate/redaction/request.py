@@ -19,6 +19,7 @@ import binascii
 import re
 from typing import Any
 
+from localgate.errors import InvalidArgument
 from localgate.gemini.routes import GeminiMethod
 from localgate.redaction.session import RedactionSession
 from localgate.redaction.signatures import SIGNATURE_FIELDS
@@ -48,7 +49,7 @@ def redact_request_body(method: GeminiMethod, body: Any, session: RedactionSessi
     return _value(body, "", session)
 
 
-def _value(value: Any, path: str, session: RedactionSession) -> Any:
+def _value(value: Any, path: str, session: RedactionSession, depth: int = 0) -> Any:
     if isinstance(value, str):
         if _IDENTIFIER.fullmatch(value):
             return value  # enum values, roles, function names: nothing a recognizer finds
@@ -59,10 +60,20 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
         digits = _digits(value)
         redacted = session.redact(digits, path or "<body>")
         return value if redacted == digits else redacted
-    if isinstance(value, list):
-        return [_value(item, f"{path}[{index}]", session) for index, item in enumerate(value)]
-    if not isinstance(value, dict):
+    if not isinstance(value, list | dict):
         return value
+    if depth >= _MAX_DEPTH:
+        # The doors refuse bodies nested deeper than 100 levels before they get here; this
+        # holds for any other way in, and for the compiled walk, which has no recursion
+        # limit of its own (nested deep enough, it would overrun the C stack).
+        raise InvalidArgument(
+            f"Invalid JSON payload received: nested deeper than {_MAX_DEPTH} levels."
+        )
+    depth += 1
+    if isinstance(value, list):
+        return [
+            _value(item, f"{path}[{index}]", session, depth) for index, item in enumerate(value)
+        ]
     out: dict[str, Any] = {}
     for key, item in value.items():
         where = f"{path}.{key}" if path else key
@@ -71,11 +82,11 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
             if signature is not None:
                 out[key] = signature
         elif key in _BLOBS and isinstance(item, dict):
-            out[key] = _blob(item, where, session)
+            out[key] = _blob(item, where, session, depth)
         elif key in _FILES:
             blob = item if isinstance(item, dict) else {}
             session.refuse_binary(where, str(_get(blob, "mimeType") or ""))
-            out[key] = _value(item, where, session)  # the URI and names: text like any other
+            out[key] = _value(item, where, session, depth)  # the URI and names: text too
         else:
             # Keys are data too when they are not plain field names (tool output keyed by
             # e-mail address, say). Long capitalised letter-only keys can be secrets
@@ -84,13 +95,16 @@ def _value(value: Any, path: str, session: RedactionSession) -> Any:
                 len(key) <= _IDENTIFIER_MAX or key[0].islower()
             )
             name = key if plain_name else session.redact(key, f"{where} (key)")
-            out[name] = _value(item, where, session)
+            out[name] = _value(item, where, session, depth)
     return out
 
 
 # Short letter-only strings: "user", "STRING", "BLOCK_ONLY_HIGH", "get_weather". Longer
 # ones are scanned: an AWS key id can be letters only, but is 20 characters.
 _IDENTIFIER_MAX = 16
+# How deep the walk goes: more than the doors let in (100), far less than the C stack
+# of the compiled walk allows.
+_MAX_DEPTH = 256
 _IDENTIFIER = re.compile(r"[A-Za-z_]{1,16}")
 # Numbers of seven digits and more are read for identifiers; smaller ones (token counts,
 # temperatures, seeds below a million) cannot be one.
@@ -116,7 +130,7 @@ def _get(container: dict[str, Any], camel: str) -> Any:
     return container.get(snake)
 
 
-def _blob(blob: dict[str, Any], path: str, session: RedactionSession) -> dict[str, Any]:
+def _blob(blob: dict[str, Any], path: str, session: RedactionSession, depth: int) -> dict[str, Any]:
     declared = str(_get(blob, "mimeType") or "")
     mime_type, _, parameters = declared.partition(";")
     mime_type = mime_type.strip().lower()
@@ -130,7 +144,7 @@ def _blob(blob: dict[str, Any], path: str, session: RedactionSession) -> dict[st
     # Everything beside the data (a display name, the MIME type's parameters, unknown
     # keys) is text like any other.
     blob = {
-        key: item if key == "data" else _value(item, f"{path}.{key}", session)
+        key: item if key == "data" else _value(item, f"{path}.{key}", session, depth)
         for key, item in blob.items()
     }
     if not textual or not isinstance(data, str) or charset not in _TEXT_CHARSETS:
