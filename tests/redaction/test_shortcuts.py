@@ -405,3 +405,28 @@ def test_the_whole_corpus_is_found_as_without_shortcuts() -> None:
 
     for text in texts:
         assert FULL.detect(text) == reference_detect(text), text[:80]
+
+
+def reference_ends_in_word(text: str, words: Iterable[str]) -> bool:
+    """``names._ends_in_word`` as first written: every word tried in turn."""
+    for word in words:
+        if text.endswith(word):
+            previous = text[-len(word) - 1 : -len(word)]
+            if not (previous.isalnum() or previous == "_"):
+                return True
+    return False
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [*names._TITLE_WORDS, *sorted(names._EN_CUES), "x", "_", "1", "张", "é", "Ｍｒ",
+             " ", ".", "-", "\n", "\u3000", "MR", "Name", "ms", "s", "rs", "user_"]
+        ),
+        max_size=6,
+    ).map("".join)
+)  # fmt: skip
+def test_ends_in_word_rejects_early_as_the_loop_does(text: str) -> None:
+    for words in (names._TITLE_WORDS, names._EN_CUE_WORDS):
+        assert names._ends_in_word(text, words) == reference_ends_in_word(text, words)
