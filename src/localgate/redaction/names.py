@@ -251,7 +251,10 @@ def _without_gaps(text: str, start: int, end: int, first: int) -> list[tuple[int
 
 # A Chinese character and the run of other text after it, if long: cut out if it can be.
 # Shorter runs cost less to segment than to look for cuts in, and so do short lines.
-_CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
+# The run is a class of the ranges around the ideographs, not [^\u4e00-\u9fff]: re
+# tests a negated class more slowly (83,000 against 67,000 instructions for the 1.5 KB
+# prompt).
+_CJK_GAP = re.compile(r"[\u4e00-\u9fff][\x00-\u4dff\ua000-\U0010ffff]{64,}")
 _LONG_LINE = 256
 
 
