@@ -461,3 +461,21 @@ def test_range_classes_match_as_the_negated_ones(text: str, low: int, high: int)
         for args in ((text,), (text, low, max(low, high))):
             expected = [m.span() for m in reference.finditer(*args)]
             assert [m.span() for m in pattern.finditer(*args)] == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sparse_texts())
+def test_windows_for_a_prefilter_are_those_it_matches_in(text: str) -> None:
+    folded = fold(text)
+    prefilters = DETECTOR._prefilters
+    # In the order the recognizers ask, and again (answers are filed on the first call).
+    asked = [r.prefilter for r in PATTERNS if r.prefilter] + ["not a prefilter"]
+    scan = Scan(folded, prefilters, frozenset(prefilters.hits(folded)))
+    windows = scan.windows
+    for prefilter in asked * 2:
+        if len(windows) < 2 or prefilter not in prefilters.index:
+            expected = windows
+        else:
+            index = prefilters.index[prefilter]
+            expected = tuple(w for w in windows if index in prefilters.hits(folded[w[0] : w[1]]))
+        assert scan.windows_for(prefilter) == expected
