@@ -39,3 +39,23 @@ def test_fold_is_the_whole_text_translated(text: str) -> None:
 
     assert folded == translated_whole(text)
     assert len(folded) == len(text)
+
+
+# Long ASCII and ideograph stretches between the characters that fold (what the run
+# pattern skips in C), astral ones among them, at either end of the text.
+STRETCHES = st.lists(
+    st.one_of(
+        st.sampled_from(["a" * 300, "x1 " * 90, "张伟" * 80, "\n" * 70]),
+        st.sampled_from(list("１Ａ＠（）：，　\u00a0\u2013٣❶𝟗𝐀\U0001f600")),
+        st.characters(min_codepoint=0x80, max_codepoint=0x2FFFF, exclude_categories=["Cs"]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STRETCHES)
+def test_fold_skips_long_stretches_exactly(pieces: list[str]) -> None:
+    text = "".join(pieces)
+
+    assert fold(text) == translated_whole(text)

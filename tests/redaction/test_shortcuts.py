@@ -27,7 +27,7 @@ from bench.pii.timing import with_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from localgate.redaction import names
+from localgate.redaction import names, recognizers
 from localgate.redaction.detector import Detector, _resolve
 from localgate.redaction.findings import Finding
 from localgate.redaction.fold import fold
@@ -405,3 +405,77 @@ def test_the_whole_corpus_is_found_as_without_shortcuts() -> None:
 
     for text in texts:
         assert FULL.detect(text) == reference_detect(text), text[:80]
+
+
+def reference_ends_in_word(text: str, words: Iterable[str]) -> bool:
+    """``names._ends_in_word`` as first written: every word tried in turn."""
+    for word in words:
+        if text.endswith(word):
+            previous = text[-len(word) - 1 : -len(word)]
+            if not (previous.isalnum() or previous == "_"):
+                return True
+    return False
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [*names._TITLE_WORDS, *sorted(names._EN_CUES), "x", "_", "1", "张", "é", "Ｍｒ",
+             " ", ".", "-", "\n", "\u3000", "MR", "Name", "ms", "s", "rs", "user_"]
+        ),
+        max_size=6,
+    ).map("".join)
+)  # fmt: skip
+def test_ends_in_word_rejects_early_as_the_loop_does(text: str) -> None:
+    for words in (names._TITLE_WORDS, names._EN_CUE_WORDS):
+        assert names._ends_in_word(text, words) == reference_ends_in_word(text, words)
+
+
+# Gap classes written as ranges instead of negated (re tests a negated class more
+# slowly): the same matches as the negated forms, around every range boundary, at the
+# ends of the code space, with long runs and pos/endpos.
+BOUNDARY_TEXTS = st.lists(
+    st.one_of(
+        st.sampled_from(
+            ["\x00", "\t", "\n", "\x0b", "/", "0", "9", ":", "?", "@", "A", "\u4dff", "\u4e00",
+             "\u9fff", "\ua000", "\U0010ffff", "\U00020000", "１", "＠", "张", "\u3000", " "]
+        ),
+        st.sampled_from(["x" * 70, "1" * 20, "张伟" * 40, "@" * 3, " " * 200, "a-b " * 60]),
+        st.characters(exclude_categories=["Cs"]),
+    ),
+    max_size=40,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BOUNDARY_TEXTS, st.integers(0, 400), st.integers(0, 400))
+def test_range_classes_match_as_the_negated_ones(text: str, low: int, high: int) -> None:
+    pad = 2 * recognizers._PAD
+    pairs = (
+        (recognizers._ANCHORS, rf"[0-9@][0-9@]*(?:[^0-9@\n]{{1,{pad}}}+[0-9@]+)*"),
+        (names._CJK_GAP, r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}"),
+    )
+    for pattern, negated in pairs:
+        reference = re.compile(negated)
+        for args in ((text,), (text, low, max(low, high))):
+            expected = [m.span() for m in reference.finditer(*args)]
+            assert [m.span() for m in pattern.finditer(*args)] == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sparse_texts())
+def test_windows_for_a_prefilter_are_those_it_matches_in(text: str) -> None:
+    folded = fold(text)
+    prefilters = DETECTOR._prefilters
+    # In the order the recognizers ask, and again (answers are filed on the first call).
+    asked = [r.prefilter for r in PATTERNS if r.prefilter] + ["not a prefilter"]
+    scan = Scan(folded, prefilters, frozenset(prefilters.hits(folded)))
+    windows = scan.windows
+    for prefilter in asked * 2:
+        if len(windows) < 2 or prefilter not in prefilters.index:
+            expected = windows
+        else:
+            index = prefilters.index[prefilter]
+            expected = tuple(w for w in windows if index in prefilters.hits(folded[w[0] : w[1]]))
+        assert scan.windows_for(prefilter) == expected

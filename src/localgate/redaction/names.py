@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import cache
 from itertools import accumulate
 from operator import itemgetter
@@ -125,6 +125,7 @@ _EN_CUES = frozenset(
      "applicant", "cardholder", "insured", "tenant", "guest", "passenger", "user"}
 )  # fmt: skip
 _FIRST_NAMES = frozenset(_EN_FIRST_NAMES.split("|"))
+_EN_CUE_WORDS = tuple(sorted(_EN_CUES))
 _TITLE_WORDS = ("Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam")
 _TITLES = frozenset({*_TITLE_WORDS, "Dear"})
 _EN_NOT_SURNAMES = frozenset(
@@ -250,7 +251,10 @@ def _without_gaps(text: str, start: int, end: int, first: int) -> list[tuple[int
 
 # A Chinese character and the run of other text after it, if long: cut out if it can be.
 # Shorter runs cost less to segment than to look for cuts in, and so do short lines.
-_CJK_GAP = re.compile(r"[\u4e00-\u9fff][^\u4e00-\u9fff]{64,}")
+# The run is a class of the ranges around the ideographs, not [^\u4e00-\u9fff]: re
+# tests a negated class more slowly (83,000 against 67,000 instructions for the 1.5 KB
+# prompt).
+_CJK_GAP = re.compile(r"[\u4e00-\u9fff][\x00-\u4dff\ua000-\U0010ffff]{64,}")
 _LONG_LINE = 256
 
 
@@ -511,11 +515,16 @@ def _after_title(before: str) -> bool:
 def _after_cue(before: str) -> bool:
     """Whether ``before`` (lower-cased) ends in a cue word and a separator (``customer: ``)."""
     cue = before.rstrip(_WHITESPACE_CHARS + ":,-")
-    return len(cue) < len(before) and _ends_in_word(cue, _EN_CUES)
+    return len(cue) < len(before) and _ends_in_word(cue, _EN_CUE_WORDS)
 
 
-def _ends_in_word(text: str, words: Iterable[str]) -> bool:
+def _ends_in_word(text: str, words: tuple[str, ...]) -> bool:
     """Whether ``text`` ends in one of ``words``, and not in the middle of a longer word."""
+    # Mostly it ends in none, and one endswith in C says so: the loop alone made 81
+    # endswith calls on the 1.5 KB prompt (_english_people: 301,000 -> 238,000
+    # instructions, callgrind).
+    if not text.endswith(words):
+        return False
     for word in words:
         if text.endswith(word):
             previous = text[-len(word) - 1 : -len(word)]

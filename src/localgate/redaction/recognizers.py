@@ -108,8 +108,8 @@ class Scan:
         "_hits",
         "_prefilters",
         "_surroundings",
-        "_window_hits",
         "_windows",
+        "_windows_by_hit",
         "folded",
         "shared",
     )
@@ -125,7 +125,8 @@ class Scan:
         # Which of the prefilters match somewhere in the text, if the detector has run them.
         self._hits = hits
         self._windows: tuple[tuple[int, int], ...] | None = None
-        self._window_hits: list[Sequence[int]] | None = None
+        # For each prefilter index, the windows it matches in (in order), once worked out.
+        self._windows_by_hit: dict[int, tuple[tuple[int, int], ...]] | None = None
         self._surroundings: dict[tuple[int, int], str] = {}
         # Matches of each pattern searched so far, for recognizers that share one.
         self.shared: dict[object, list[re.Match[str]]] = {}
@@ -157,13 +158,18 @@ class Scan:
         prefilters = self._prefilters
         if len(windows) < 2 or prefilters is None or prefilter not in prefilters.index:
             return windows
-        if self._window_hits is None:
+        by_hit = self._windows_by_hit
+        if by_hit is None:
+            # Filed by index in one pass over the answers, instead of testing every
+            # window's answer on each of the ten or so calls (windows and their
+            # filtering for the 1.5 KB prompt: 305,000 -> 228,000 instructions).
             folded = self.folded
-            self._window_hits = [prefilters.hits(folded[low:high]) for low, high in windows]
-        index = prefilters.index[prefilter]
-        return tuple(
-            window for window, hits in zip(windows, self._window_hits, strict=True) if index in hits
-        )
+            lists: dict[int, list[tuple[int, int]]] = {}
+            for window in windows:
+                for index in prefilters.hits(folded[window[0] : window[1]]):
+                    lists.setdefault(index, []).append(window)
+            by_hit = self._windows_by_hit = {index: tuple(found) for index, found in lists.items()}
+        return by_hit.get(prefilters.index[prefilter], ())
 
     def surroundings(self, window: tuple[int, int]) -> str:
         """The window and the context around its matches (``_has_context``), lower-cased.
@@ -234,7 +240,11 @@ def _token_start(text: str, floor: int, at: int) -> int:
 # Identifiers with a digit or "@" are at most this long on either side of one.
 _PAD = 96
 # Starting with a plain class (not "[0-9@]+") lets re skip to the first anchor in C.
-_ANCHORS = re.compile(rf"[0-9@][0-9@]*(?:[^0-9@\n]{{1,{2 * _PAD}}}+[0-9@]+)*")
+# The gap is a class of ranges, not [^0-9@\n]: re tests a negated class more slowly
+# (84,000 against 70,000 instructions for the 1.5 KB prompt).
+_ANCHORS = re.compile(
+    rf"[0-9@][0-9@]*(?:[\x00-\x09\x0b-\x2f\x3a-\x3f\x41-\U0010ffff]{{1,{2 * _PAD}}}+[0-9@]+)*"
+)
 _TOKEN_CHARS = string.ascii_letters + string.digits + ".:@_%+-"
 _TOKEN_TAIL = re.compile(r"[0-9A-Za-z.:@_%+-]*")
 
