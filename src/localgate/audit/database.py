@@ -20,7 +20,7 @@ import fcntl
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,9 +41,17 @@ class Database(Protocol):
         """Run one statement; the result has ``fetchone``/``fetchall`` and iterates rows."""
         ...
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
         """Start a write transaction, make these tenants' logs ours until it ends, and
-        read their stored frontiers (tenant -> state; a tenant without a log is absent)."""
+        read their stored frontiers (tenant -> state; a tenant without a log is absent).
+
+        ``known``: tenants whose frontiers the caller holds as this connection last
+        committed them. True first if the database shows that no other connection has
+        committed since this connection's previous ``open_logs``: those tenants' frontiers
+        are then not read (the caller's copies are current). False otherwise (or when the
+        database cannot tell): every frontier is read and the caller drops its copies."""
         ...
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
@@ -93,22 +101,38 @@ class SqliteDatabase:
         self._db.execute("PRAGMA busy_timeout=10000")
         use_wal(self._db)
         self._turn = _WriterTurn(path.with_name(path.name + ".write-turn"))
+        # The file's data_version at the previous open_logs (see there).
+        self._data_version: int | None = None
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement."""
         return self._db.execute(sql, tuple(params))
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
-        """``begin`` (the file's write lock), then the frontiers in one query."""
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
+        """``begin`` (the file's write lock), then the frontiers not ``known`` in one query.
+
+        ``PRAGMA data_version`` (read inside the transaction, so after the lock) changes
+        whenever another connection, of this process or another, has committed to the
+        file; it stays the same for this connection's own commits. Unchanged since the
+        previous call, nobody else can have touched a frontier (nor inserted a row by
+        hand) since this connection last wrote it, so the caller's copies are current.
+        """
         self.begin()
-        wanted = sorted(set(tenants))
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        current = version == self._data_version
+        self._data_version = version
+        wanted = sorted(set(tenants).difference(known) if current else set(tenants))
+        if not wanted:
+            return current, {}
         rows = self._db.execute(
             "SELECT tenant, state FROM audit_frontier WHERE tenant IN "  # noqa: S608 - only placeholders are added
             f"({','.join('?' * len(wanted))})",
             wanted,
         ).fetchall()
-        return {str(tenant): bytes(state) for tenant, state in rows}
+        return current, {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
         """Many rows per statement (``_ROWS_PER_INSERT``), not ``executemany``, then
@@ -253,8 +277,11 @@ class PostgresDatabase:
             tuple(params),
         )
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
-        """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT.
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
+        """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT:
+        all of them, ``known`` or not (other replicas write the same logs, unseen).
 
         Not in a pipeline: psycopg's pipeline costs more CPU than the round trips it
         saves on one machine. The SELECT is a statement of its own after the locks, so
@@ -270,7 +297,7 @@ class PostgresDatabase:
             f"SELECT tenant, state FROM audit_frontier WHERE {condition}",  # noqa: S608 - fixed text
             (parameter,),
         ).fetchall()
-        return {str(tenant): bytes(state) for tenant, state in rows}
+        return False, {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
         """Several rows of a statement with ``executemany`` (one prepared statement, the
