@@ -17,6 +17,7 @@ it uses). The schema itself is managed by Alembic migrations (``migrate.py``).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import sqlite3
 import time
@@ -142,17 +143,14 @@ class SqliteDatabase:
         step: under CPU load each release can cost the writer a whole switch interval
         (5 ms) before it runs again.
         """
+        execute = self._db.execute
         for sql, rows in writes:
-            # "INSERT ... VALUES (?,?,?) ON CONFLICT ...": the row's group is repeated.
-            head, rest = sql.split(" VALUES ", 1)
-            end = rest.index(")") + 1
-            group, tail = rest[:end], rest[end:]
+            if len(rows) == 1:  # the usual batch with one request in flight
+                execute(sql, rows[0])
+                continue
             for start in range(0, len(rows), _ROWS_PER_INSERT):
                 chunk = rows[start : start + _ROWS_PER_INSERT]
-                self._db.execute(
-                    f"{head} VALUES {','.join([group] * len(chunk))}{tail}",
-                    [value for row in chunk for value in row],
-                )
+                execute(_multi_row(sql, len(chunk)), [value for row in chunk for value in row])
         self.commit()
 
     def begin(self) -> None:
@@ -192,6 +190,16 @@ class SqliteDatabase:
         """Close the connection."""
         self._db.close()
         self._turn.close()
+
+
+@functools.lru_cache(maxsize=512)
+def _multi_row(sql: str, count: int) -> str:
+    """``INSERT ... VALUES (?,?) ON CONFLICT ...`` with the row's group ``count`` times
+    (made once per statement and row count: the same few recur batch after batch)."""
+    head, rest = sql.split(" VALUES ", 1)
+    end = rest.index(")") + 1
+    group, tail = rest[:end], rest[end:]
+    return f"{head} VALUES {','.join([group] * count)}{tail}"
 
 
 class _WriterTurn:
