@@ -8,6 +8,7 @@ these tests must run.
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from concurrent.futures import Future
@@ -19,6 +20,7 @@ from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
@@ -103,6 +105,7 @@ WRITER = """
 import sys
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore
 from localgate.secret import Secret
@@ -194,3 +197,34 @@ def test_each_kind_of_tampering_is_named(dsn: str, how: str) -> None:
             db.execute(statement)
 
     assert verify(dsn) == expected
+
+
+def test_open_logs_takes_the_lock_every_replica_takes_for_the_tenant(dsn: str) -> None:
+    # The writer asks the server for a tenant's lock key once and then locks by number
+    # (with BEGIN, in one round trip): still the lock of hashtextextended(tenant, ...),
+    # which other replicas take, for each tenant of the batch and only for them.
+    tenants = [f"lock-{secrets.token_hex(4)}-{n}" for n in range(3)]
+    writer, other = PostgresDatabase(dsn), PostgresDatabase(dsn)
+    upgrade_schema(writer.sqlalchemy_url)
+    try:
+
+        def free(tenant: str) -> bool:
+            other.execute("BEGIN")
+            try:
+                row = other.execute(
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(?, 7466130817))",
+                    (tenant,),
+                ).fetchone()
+            finally:
+                other.rollback()
+            return bool(row[0])
+
+        for _ in range(2):  # the second time from the remembered keys
+            writer.open_logs(tenants[:2])
+            assert writer.in_transaction
+            assert [free(tenant) for tenant in tenants] == [False, False, True]
+            writer.rollback()
+            assert all(free(tenant) for tenant in tenants)
+    finally:
+        writer.close()
+        other.close()

@@ -277,6 +277,8 @@ class PostgresDatabase:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from exc
         self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
+        # Each tenant's advisory lock key, as the server computes it (``_locking``).
+        self._lock_keys: dict[str, int] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (``?`` and ``AS BLOB`` written the SQLite way)."""
@@ -296,8 +298,8 @@ class PostgresDatabase:
         its snapshot sees what the previous holder of a lock committed.
         """
         wanted = sorted(set(tenants))
-        self.begin()
-        self.lock_logs(wanted)
+        # BEGIN and the locks in one round trip (several statements in one simple query).
+        self._db.execute(f"BEGIN; {self._locking(wanted)}")
         # One tenant (the usual batch) as a plain parameter: adapting a list costs more.
         parameter: str | list[str] = wanted[0] if len(wanted) == 1 else wanted
         condition = "tenant = %s" if len(wanted) == 1 else "tenant = ANY(%s)"
@@ -354,10 +356,26 @@ class PostgresDatabase:
 
     def lock_logs(self, tenants: Sequence[str]) -> None:
         """Per-tenant advisory locks, in sorted order so replicas never deadlock."""
-        for tenant in sorted(set(tenants)):
-            self._db.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7466130817))", (tenant,)
-            )
+        if tenants:
+            self._db.execute(self._locking(sorted(set(tenants))))
+
+    def _locking(self, tenants: list[str]) -> str:
+        """The statements that take these tenants' locks, in this order.
+
+        A tenant's lock is ``pg_advisory_xact_lock(hashtextextended(tenant, 7466130817))``
+        (what every replica takes); the key is asked of the server once per tenant, so the
+        statements carry only numbers and can go with BEGIN in one simple query.
+        """
+        keys = []
+        for tenant in tenants:
+            key = self._lock_keys.get(tenant)
+            if key is None:
+                (found,) = self._db.execute(
+                    "SELECT hashtextextended(%s, 7466130817)", (tenant,)
+                ).fetchall()
+                key = self._lock_keys[tenant] = int(found[0])
+            keys.append(key)
+        return "; ".join(f"SELECT pg_advisory_xact_lock({key})" for key in keys)
 
     def close(self) -> None:
         """Close the connection."""
