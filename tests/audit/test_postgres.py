@@ -11,7 +11,8 @@ from __future__ import annotations
 import secrets
 import subprocess
 import sys
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
 from localgate.secret import Secret
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 SIGNER = CheckpointSigner.generate("pg-test")
 
@@ -228,3 +230,34 @@ def test_open_logs_takes_the_lock_every_replica_takes_for_the_tenant(dsn: str) -
     finally:
         writer.close()
         other.close()
+
+
+def test_a_writer_waiting_for_a_lock_reads_the_frontier_its_holder_committed(dsn: str) -> None:
+    # open_logs sends BEGIN, the locks and the frontier SELECT in one simple query: the
+    # SELECT must take its snapshot once the lock is held, not when the query arrived.
+    tenant = f"snapshot-{secrets.token_hex(4)}"
+    holder, waiter, watcher = PostgresDatabase(dsn), PostgresDatabase(dsn), PostgresDatabase(dsn)
+    upgrade_schema(holder.sqlalchemy_url)
+    try:
+        holder.open_logs([tenant])
+        holder.execute(
+            "INSERT INTO audit_frontier (tenant, size, state) VALUES (?, 1, ?)",
+            (tenant, b"the holder's"),
+        )
+        (pid,) = waiter.execute("SELECT pg_backend_pid()").fetchone()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            read = pool.submit(waiter.open_logs, [tenant])
+            deadline = time.monotonic() + INFRASTRUCTURE_TIMEOUT_S
+            while not watcher.execute(
+                "SELECT 1 FROM pg_locks WHERE pid = ? AND locktype = 'advisory' AND NOT granted",
+                (pid,),
+            ).fetchone():
+                assert time.monotonic() < deadline, "the second writer never waited"
+                assert not read.done(), read.result()
+            holder.commit()
+            _, states = read.result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+        assert states == {tenant: b"the holder's"}
+        waiter.rollback()
+    finally:
+        for db in (holder, waiter, watcher):
+            db.close()

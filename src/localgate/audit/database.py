@@ -279,6 +279,7 @@ class PostgresDatabase:
         self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
         # Each tenant's advisory lock key, as the server computes it (``_locking``).
         self._lock_keys: dict[str, int] = {}
+        self._quoted: dict[str, str] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (``?`` and ``AS BLOB`` written the SQLite way)."""
@@ -293,20 +294,20 @@ class PostgresDatabase:
         """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT:
         all of them, ``known`` or not (other replicas write the same logs, unseen).
 
-        Not in a pipeline: psycopg's pipeline costs more CPU than the round trips it
-        saves on one machine. The SELECT is a statement of its own after the locks, so
-        its snapshot sees what the previous holder of a lock committed.
+        All three in one round trip: one simple query of several statements, in which each
+        statement takes its own snapshot when it starts (read committed), so the SELECT,
+        which starts once the locks are held, sees what the previous holder of a lock
+        committed. Not in a pipeline: psycopg's pipeline costs more CPU than the round
+        trips it saves on one machine.
         """
         wanted = sorted(set(tenants))
-        # BEGIN and the locks in one round trip (several statements in one simple query).
-        self._db.execute(f"BEGIN; {self._locking(wanted)}")
-        # One tenant (the usual batch) as a plain parameter: adapting a list costs more.
-        parameter: str | list[str] = wanted[0] if len(wanted) == 1 else wanted
-        condition = "tenant = %s" if len(wanted) == 1 else "tenant = ANY(%s)"
-        rows = self._db.execute(
-            f"SELECT tenant, state FROM audit_frontier WHERE {condition}",  # noqa: S608 - fixed text
-            (parameter,),
-        ).fetchall()
+        names = ", ".join(self._quoted[tenant] for tenant in self._learn(wanted))
+        # Only numbers and literals the server quoted (quote_literal) go into the text.
+        select = f"SELECT tenant, state FROM audit_frontier WHERE tenant IN ({names})"  # noqa: S608
+        cursor = self._db.execute(f"BEGIN; {self._locking(wanted)}; {select}")
+        while cursor.nextset():
+            pass  # to the last statement's rows
+        rows = cursor.fetchall()
         return False, {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
@@ -363,19 +364,27 @@ class PostgresDatabase:
         """The statements that take these tenants' locks, in this order.
 
         A tenant's lock is ``pg_advisory_xact_lock(hashtextextended(tenant, 7466130817))``
-        (what every replica takes); the key is asked of the server once per tenant, so the
-        statements carry only numbers and can go with BEGIN in one simple query.
+        (what every replica takes); the key is asked of the server once per tenant
+        (``_learn``), so the statements carry only numbers and can go with BEGIN in one
+        simple query.
         """
-        keys = []
+        return "; ".join(
+            f"SELECT pg_advisory_xact_lock({self._lock_keys[tenant]})"
+            for tenant in self._learn(tenants)
+        )
+
+    def _learn(self, tenants: list[str]) -> list[str]:
+        """``tenants``, each one's lock key and SQL literal known (asked of the server the
+        first time: ``hashtextextended`` and ``quote_literal``, so nothing is quoted here)."""
         for tenant in tenants:
-            key = self._lock_keys.get(tenant)
-            if key is None:
+            if tenant not in self._lock_keys:
                 (found,) = self._db.execute(
-                    "SELECT hashtextextended(%s, 7466130817)", (tenant,)
+                    "SELECT hashtextextended(%s, 7466130817), quote_literal(%s)",
+                    (tenant, tenant),
                 ).fetchall()
-                key = self._lock_keys[tenant] = int(found[0])
-            keys.append(key)
-        return "; ".join(f"SELECT pg_advisory_xact_lock({key})" for key in keys)
+                self._quoted[tenant] = str(found[1])
+                self._lock_keys[tenant] = int(found[0])
+        return tenants
 
     def close(self) -> None:
         """Close the connection."""
