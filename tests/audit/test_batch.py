@@ -276,3 +276,34 @@ def test_a_record_appended_to_a_store_whose_writer_stopped_fails_at_once(tmp_pat
 
     with pytest.raises(RuntimeError, match="writer is not running"):
         asyncio.run(scenario())
+
+
+def test_a_one_record_batch_whose_row_collides_leaves_the_frontier_as_it_was(
+    connect: Callable[[], Database],
+) -> None:
+    # One record: its row and its frontier go in one statement on PostgreSQL (WITH).
+    store = AuditStore(connect, MasterKey(MasterKey.generate()), CipherSuite("standard"))
+    store.start()
+    try:
+        store.submit(record("acme", 0)).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+        db = connect()
+        db.execute(
+            "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, "
+            "payload, original, leaf_hash) VALUES ('acme', 1, 'request', 'planted', 'x', ?, "
+            "NULL, NULL, ?)",
+            (b"{}", b"\x00" * 32),
+        )
+        db.close()
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            store.submit(record("acme", 1)).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+        reader = store.reader()
+        try:
+            stored, head = rows(reader, "acme"), reader.frontier_size("acme")
+        finally:
+            reader.close()
+        later = store.submit(record("globex", 0)).result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+    finally:
+        store.close()
+    assert stored == ["acme-0", "planted"]
+    assert head == 1
+    assert (later.tenant, later.seq, store.last_failure) == ("globex", 0, None)

@@ -8,9 +8,11 @@ these tests must run.
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,10 +21,12 @@ from localgate.audit.checkpoint import CheckpointSigner, CheckpointVerifier
 from localgate.audit.checkpointing import Checkpointer
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import PendingRecord, canonical, parse_header
 from localgate.audit.store import AuditReader, AuditStore, Receipt
 from localgate.audit.verify import verify_tenant
 from localgate.secret import Secret
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 SIGNER = CheckpointSigner.generate("pg-test")
 
@@ -103,6 +107,7 @@ WRITER = """
 import sys
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import PostgresDatabase
+from localgate.audit.migrate import upgrade_schema
 from localgate.audit.records import PendingRecord
 from localgate.audit.store import AuditStore
 from localgate.secret import Secret
@@ -194,3 +199,65 @@ def test_each_kind_of_tampering_is_named(dsn: str, how: str) -> None:
             db.execute(statement)
 
     assert verify(dsn) == expected
+
+
+def test_open_logs_takes_the_lock_every_replica_takes_for_the_tenant(dsn: str) -> None:
+    # The writer asks the server for a tenant's lock key once and then locks by number
+    # (with BEGIN, in one round trip): still the lock of hashtextextended(tenant, ...),
+    # which other replicas take, for each tenant of the batch and only for them.
+    tenants = [f"lock-{secrets.token_hex(4)}-{n}" for n in range(3)]
+    writer, other = PostgresDatabase(dsn), PostgresDatabase(dsn)
+    upgrade_schema(writer.sqlalchemy_url)
+    try:
+
+        def free(tenant: str) -> bool:
+            other.execute("BEGIN")
+            try:
+                row = other.execute(
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(?, 7466130817))",
+                    (tenant,),
+                ).fetchone()
+            finally:
+                other.rollback()
+            return bool(row[0])
+
+        for _ in range(2):  # the second time from the remembered keys
+            writer.open_logs(tenants[:2])
+            assert writer.in_transaction
+            assert [free(tenant) for tenant in tenants] == [False, False, True]
+            writer.rollback()
+            assert all(free(tenant) for tenant in tenants)
+    finally:
+        writer.close()
+        other.close()
+
+
+def test_a_writer_waiting_for_a_lock_reads_the_frontier_its_holder_committed(dsn: str) -> None:
+    # open_logs sends BEGIN, the locks and the frontier SELECT in one simple query: the
+    # SELECT must take its snapshot once the lock is held, not when the query arrived.
+    tenant = f"snapshot-{secrets.token_hex(4)}"
+    holder, waiter, watcher = PostgresDatabase(dsn), PostgresDatabase(dsn), PostgresDatabase(dsn)
+    upgrade_schema(holder.sqlalchemy_url)
+    try:
+        holder.open_logs([tenant])
+        holder.execute(
+            "INSERT INTO audit_frontier (tenant, size, state) VALUES (?, 1, ?)",
+            (tenant, b"the holder's"),
+        )
+        (pid,) = waiter.execute("SELECT pg_backend_pid()").fetchone()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            read = pool.submit(waiter.open_logs, [tenant])
+            deadline = time.monotonic() + INFRASTRUCTURE_TIMEOUT_S
+            while not watcher.execute(
+                "SELECT 1 FROM pg_locks WHERE pid = ? AND locktype = 'advisory' AND NOT granted",
+                (pid,),
+            ).fetchone():
+                assert time.monotonic() < deadline, "the second writer never waited"
+                assert not read.done(), read.result()
+            holder.commit()
+            _, states = read.result(timeout=INFRASTRUCTURE_TIMEOUT_S)
+        assert states == {tenant: b"the holder's"}
+        waiter.rollback()
+    finally:
+        for db in (holder, waiter, watcher):
+            db.close()

@@ -17,10 +17,11 @@ it uses). The schema itself is managed by Alembic migrations (``migrate.py``).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,9 +42,17 @@ class Database(Protocol):
         """Run one statement; the result has ``fetchone``/``fetchall`` and iterates rows."""
         ...
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
         """Start a write transaction, make these tenants' logs ours until it ends, and
-        read their stored frontiers (tenant -> state; a tenant without a log is absent)."""
+        read their stored frontiers (tenant -> state; a tenant without a log is absent).
+
+        ``known``: tenants whose frontiers the caller holds as this connection last
+        committed them. True first if the database shows that no other connection has
+        committed since this connection's previous ``open_logs``: those tenants' frontiers
+        are then not read (the caller's copies are current). False otherwise (or when the
+        database cannot tell): every frontier is read and the caller drops its copies."""
         ...
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
@@ -93,22 +102,38 @@ class SqliteDatabase:
         self._db.execute("PRAGMA busy_timeout=10000")
         use_wal(self._db)
         self._turn = _WriterTurn(path.with_name(path.name + ".write-turn"))
+        # The file's data_version at the previous open_logs (see there).
+        self._data_version: int | None = None
         self.sqlalchemy_url = sqlalchemy_url("sqlite", str(path))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement."""
         return self._db.execute(sql, tuple(params))
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
-        """``begin`` (the file's write lock), then the frontiers in one query."""
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
+        """``begin`` (the file's write lock), then the frontiers not ``known`` in one query.
+
+        ``PRAGMA data_version`` (read inside the transaction, so after the lock) changes
+        whenever another connection, of this process or another, has committed to the
+        file; it stays the same for this connection's own commits. Unchanged since the
+        previous call, nobody else can have touched a frontier (nor inserted a row by
+        hand) since this connection last wrote it, so the caller's copies are current.
+        """
         self.begin()
-        wanted = sorted(set(tenants))
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        current = version == self._data_version
+        self._data_version = version
+        wanted = sorted(set(tenants).difference(known) if current else set(tenants))
+        if not wanted:
+            return current, {}
         rows = self._db.execute(
             "SELECT tenant, state FROM audit_frontier WHERE tenant IN "  # noqa: S608 - only placeholders are added
             f"({','.join('?' * len(wanted))})",
             wanted,
         ).fetchall()
-        return {str(tenant): bytes(state) for tenant, state in rows}
+        return current, {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
         """Many rows per statement (``_ROWS_PER_INSERT``), not ``executemany``, then
@@ -118,17 +143,14 @@ class SqliteDatabase:
         step: under CPU load each release can cost the writer a whole switch interval
         (5 ms) before it runs again.
         """
+        execute = self._db.execute
         for sql, rows in writes:
-            # "INSERT ... VALUES (?,?,?) ON CONFLICT ...": the row's group is repeated.
-            head, rest = sql.split(" VALUES ", 1)
-            end = rest.index(")") + 1
-            group, tail = rest[:end], rest[end:]
+            if len(rows) == 1:  # the usual batch with one request in flight
+                execute(sql, rows[0])
+                continue
             for start in range(0, len(rows), _ROWS_PER_INSERT):
                 chunk = rows[start : start + _ROWS_PER_INSERT]
-                self._db.execute(
-                    f"{head} VALUES {','.join([group] * len(chunk))}{tail}",
-                    [value for row in chunk for value in row],
-                )
+                execute(_multi_row(sql, len(chunk)), [value for row in chunk for value in row])
         self.commit()
 
     def begin(self) -> None:
@@ -168,6 +190,16 @@ class SqliteDatabase:
         """Close the connection."""
         self._db.close()
         self._turn.close()
+
+
+@functools.lru_cache(maxsize=512)
+def _multi_row(sql: str, count: int) -> str:
+    """``INSERT ... VALUES (?,?) ON CONFLICT ...`` with the row's group ``count`` times
+    (made once per statement and row count: the same few recur batch after batch)."""
+    head, rest = sql.split(" VALUES ", 1)
+    end = rest.index(")") + 1
+    group, tail = rest[:end], rest[end:]
+    return f"{head} VALUES {','.join([group] * count)}{tail}"
 
 
 class _WriterTurn:
@@ -245,6 +277,9 @@ class PostgresDatabase:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from exc
         self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
+        # Each tenant's advisory lock key, as the server computes it (``_locking``).
+        self._lock_keys: dict[str, int] = {}
+        self._quoted: dict[str, str] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (``?`` and ``AS BLOB`` written the SQLite way)."""
@@ -253,39 +288,52 @@ class PostgresDatabase:
             tuple(params),
         )
 
-    def open_logs(self, tenants: Sequence[str]) -> dict[str, bytes]:
-        """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT.
+    def open_logs(
+        self, tenants: Sequence[str], known: Collection[str] = ()
+    ) -> tuple[bool, dict[str, bytes]]:
+        """BEGIN, the advisory locks (``lock_logs``), then the frontiers in one SELECT:
+        all of them, ``known`` or not (other replicas write the same logs, unseen).
 
-        Not in a pipeline: psycopg's pipeline costs more CPU than the round trips it
-        saves on one machine. The SELECT is a statement of its own after the locks, so
-        its snapshot sees what the previous holder of a lock committed.
+        All three in one round trip: one simple query of several statements, in which each
+        statement takes its own snapshot when it starts (read committed), so the SELECT,
+        which starts once the locks are held, sees what the previous holder of a lock
+        committed. Not in a pipeline: psycopg's pipeline costs more CPU than the round
+        trips it saves on one machine.
         """
         wanted = sorted(set(tenants))
-        self.begin()
-        self.lock_logs(wanted)
-        # One tenant (the usual batch) as a plain parameter: adapting a list costs more.
-        parameter: str | list[str] = wanted[0] if len(wanted) == 1 else wanted
-        condition = "tenant = %s" if len(wanted) == 1 else "tenant = ANY(%s)"
-        rows = self._db.execute(
-            f"SELECT tenant, state FROM audit_frontier WHERE {condition}",  # noqa: S608 - fixed text
-            (parameter,),
-        ).fetchall()
-        return {str(tenant): bytes(state) for tenant, state in rows}
+        names = ", ".join(self._quoted[tenant] for tenant in self._learn(wanted))
+        # Only numbers and literals the server quoted (quote_literal) go into the text.
+        select = f"SELECT tenant, state FROM audit_frontier WHERE tenant IN ({names})"  # noqa: S608
+        cursor = self._db.execute(f"BEGIN; {self._locking(wanted)}; {select}")
+        while cursor.nextset():
+            pass  # to the last statement's rows
+        rows = cursor.fetchall()
+        return False, {str(tenant): bytes(state) for tenant, state in rows}
 
     def write_and_commit(self, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
         """Several rows of a statement with ``executemany`` (one prepared statement, the
-        rows in one pipeline), a single row with ``execute``, then COMMIT.
+        rows in one pipeline), a single row with ``execute``, then COMMIT; one row of each
+        statement (one record in the batch) in one statement (``_chained``).
 
         Not multi-row statements: psycopg parses a statement of more than 50 parameters
         afresh every time, which cost the writer more CPU than all else it does for a
         batch. Nor one pipeline for everything: for the usual one or two rows, psycopg's
         pipeline costs more CPU than the round trips it saves.
         """
-        for sql, rows in writes:
+        present = [(sql, rows) for sql, rows in writes if rows]
+        if len(present) > 1 and all(len(rows) == 1 for _, rows in present):
+            # One row each (the usual batch with one request in flight): one statement,
+            # the others as data-modifying WITH clauses, all of it or none of it.
+            self._db.execute(
+                _chained(tuple(sql for sql, _ in present)),
+                tuple(value for _, rows in present for value in rows[0]),
+            )
+            present = []
+        for sql, rows in present:
             statement = sql.replace("?", "%s")
             if len(rows) == 1:
                 self._db.execute(statement, tuple(rows[0]))
-            elif rows:
+            else:
                 with self._db.cursor() as cursor:
                     cursor.executemany(statement, rows)
         self.commit()
@@ -309,14 +357,47 @@ class PostgresDatabase:
 
     def lock_logs(self, tenants: Sequence[str]) -> None:
         """Per-tenant advisory locks, in sorted order so replicas never deadlock."""
-        for tenant in sorted(set(tenants)):
-            self._db.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7466130817))", (tenant,)
-            )
+        if tenants:
+            self._db.execute(self._locking(sorted(set(tenants))))
+
+    def _locking(self, tenants: list[str]) -> str:
+        """The statements that take these tenants' locks, in this order.
+
+        A tenant's lock is ``pg_advisory_xact_lock(hashtextextended(tenant, 7466130817))``
+        (what every replica takes); the key is asked of the server once per tenant
+        (``_learn``), so the statements carry only numbers and can go with BEGIN in one
+        simple query.
+        """
+        return "; ".join(
+            f"SELECT pg_advisory_xact_lock({self._lock_keys[tenant]})"
+            for tenant in self._learn(tenants)
+        )
+
+    def _learn(self, tenants: list[str]) -> list[str]:
+        """``tenants``, each one's lock key and SQL literal known (asked of the server the
+        first time: ``hashtextextended`` and ``quote_literal``, so nothing is quoted here)."""
+        for tenant in tenants:
+            if tenant not in self._lock_keys:
+                (found,) = self._db.execute(
+                    "SELECT hashtextextended(%s, 7466130817), quote_literal(%s)",
+                    (tenant, tenant),
+                ).fetchall()
+                self._quoted[tenant] = str(found[1])
+                self._lock_keys[tenant] = int(found[0])
+        return tenants
 
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+@functools.lru_cache(maxsize=16)
+def _chained(statements: tuple[str, ...]) -> str:
+    """PostgreSQL: ``WITH w0 AS (first), w1 AS (second) last`` for one round trip (the
+    parameters in the statements' order)."""
+    *first, last = (sql.replace("?", "%s") for sql in statements)
+    clauses = ", ".join(f"w{n} AS ({sql})" for n, sql in enumerate(first))
+    return f"WITH {clauses} {last}"
 
 
 def sqlite_at(path: Path) -> Callable[[], Database]:

@@ -11,9 +11,12 @@ writer wakes the loop once per batch to settle all of them (not once per record,
 through a future of another thread: that was most of the audit trail's CPU on the event
 loop's thread, and a fifth of the writer's).
 
-The frontier is read back inside every transaction, so a row that someone inserted by
-hand makes the next insert fail loudly (and the gateway refuse requests) instead of
-forking the log.
+The frontier is read back inside every transaction in which the database shows that
+another connection (another worker process, a reader, someone by hand) has committed
+since the writer's last one; otherwise the writer's own copy from that commit is the
+stored one (SQLite's ``data_version``; PostgreSQL always reads). So a row that someone
+inserted by hand makes the next insert fail loudly (and the gateway refuse requests)
+instead of forking the log.
 """
 
 from __future__ import annotations
@@ -138,6 +141,10 @@ class AuditStore:
         # The AEAD of each data key in use, by key id (the writer thread's; dropped with
         # the keyring's cache).
         self._sealers: dict[str, Callable[[bytes, bytes], bytes]] = {}
+        # Each tenant's frontier as the writer last committed it (the writer thread's):
+        # used instead of reading it back while the database shows that no other
+        # connection has committed since (``Database.open_logs``).
+        self._frontiers: dict[str, Frontier] = {}
         # Why the last batch failed (None once one succeeds): read by readiness.
         self.last_failure: str | None = None
         # Told each batch's size and the seconds it took to write (on the writer thread).
@@ -282,20 +289,26 @@ class AuditStore:
             self._forget.clear()
             self._forget_keys_now()
         receipts: list[Receipt] = []
+        known = self._frontiers
         try:
-            stored = self._db.open_logs([record.tenant for record, _ in batch])
+            current, stored = self._db.open_logs([record.tenant for record, _ in batch], known)
+            if not current:
+                known.clear()
             frontiers: dict[str, Frontier] = {}
             rows: list[tuple[Any, ...]] = []
             now = _Now(datetime.now(UTC), self._key_period)
             for record, _ in batch:
                 frontier = frontiers.get(record.tenant)
                 if frontier is None:
-                    state = stored.get(record.tenant)
-                    frontier = frontiers[record.tenant] = (
-                        Frontier(self.hasher)
-                        if state is None
-                        else Frontier.from_bytes(self.hasher, state)
-                    )
+                    frontier = known.get(record.tenant)
+                    if frontier is None:
+                        state = stored.get(record.tenant)
+                        frontier = (
+                            Frontier(self.hasher)
+                            if state is None
+                            else Frontier.from_bytes(self.hasher, state)
+                        )
+                    frontiers[record.tenant] = frontier
                 receipts.append(self._append(record, frontier, now, rows))
             self._db.write_and_commit(
                 [
@@ -308,12 +321,15 @@ class AuditStore:
             )
         except Exception as exc:
             logger.exception("audit batch of %d records failed", len(batch))
+            # Some frontiers may have taken leaves that were not committed.
+            known.clear()
             if self._db.in_transaction:
                 self._db.rollback()
             self._forget_keys_now()
             self.last_failure = _describe(exc)
             _settle(batch, waiting, None, exc)
             return
+        known.update(frontiers)
         self.last_failure = None
         _settle(batch, waiting, receipts, None)
 
