@@ -17,7 +17,6 @@ from localgate.audit.store import AuditStore
 from localgate.errors import ServiceUnavailable
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
-from localgate.gemini.framing import dump_json
 from localgate.observability.metrics import GatewayMetrics
 
 __all__ = ["TrailAudit"]
@@ -90,8 +89,9 @@ class TrailAudit:
                 "spool could not be written). Try again later; if it persists, tell the "
                 "gateway operator."
             )
-        # The very bytes the upstream adapter sends (dump_json escapes U+2028/2029).
-        sent = dump_json(ctx.body)
+        # The very bytes the upstream adapter sends, serialised once by the pipeline (a
+        # request answered from the cache has none: what it asked, serialised here).
+        sent = ctx.sent_body if ctx.sent_body is not None else orjson.dumps(ctx.body)
         texts = [text.encode() for text in ctx.original_texts]
         record = PendingRecord(
             tenant=_tenant(ctx),
