@@ -350,6 +350,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "this one in turn, --rounds times, and print both side by side",
     )
     parser.add_argument("--rounds", type=int, default=2, help="rounds with --baseline")
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="no timers and no table: --warmup plus --requests requests, then exit; for an "
+        "instruction count per request, run it under `valgrind --tool=callgrind` with two "
+        "--requests values and divide the difference",
+    )
     args = parser.parse_args(argv)
     arguments = list(argv) if argv is not None else sys.argv[1:]
     if args.baseline is not None:
@@ -371,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             READY_DEADLINE_S,
         )
         passes = _run(args, Path(tmp), f"http://127.0.0.1:{port}", body)
+    if args.bare:
+        return 0
     what = "streamGenerateContent (SSE)" if args.stream else "generateContent"
     config = args.config or "the built-in defaults"
     lines = [
@@ -481,6 +490,15 @@ def _run(
         await gateway.start()
         cpu = CpuStages()
         try:
+            if args.bare:
+                path = MODEL + (":streamGenerateContent" if args.stream else ":generateContent")
+                for _ in range(args.warmup + args.requests):
+                    status, answer = await gateway.call(
+                        path, b"alt=sse" if args.stream else b"", body, key
+                    )
+                    if status != 200:
+                        raise RuntimeError(f"the gateway answered {status}: {answer[:300]!r}")
+                return []
             with ExitStack() as undo:
                 _instrument(gateway.state, cpu, undo)
                 return await _measure(

@@ -293,6 +293,58 @@ def test_a_cancelled_request_still_gets_its_completion_record(
     store.close()
 
 
+@pytest.mark.parametrize("spool_works", [True, False])
+def test_a_cancelled_request_whose_completion_the_store_refuses_is_spooled_or_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spool_works: bool
+) -> None:
+    # The stage awaits the store's own future (no task around it): when the request's task
+    # is cancelled and the store refuses the record afterwards, nobody awaits it any more,
+    # and the record must still reach the spool, else the held list.
+    master, store = audit_store(tmp_path)
+    store.start()
+    spool = Spool(tmp_path / "audit.spool", master)
+    stage = TrailAudit(store, spool)
+    pending: list[asyncio.Future[Receipt]] = []
+    appended = asyncio.Event()
+
+    def queued(record: PendingRecord) -> asyncio.Future[Receipt]:
+        # The first record waits for the test to refuse it; any later one (the last
+        # retry at close) is refused at once.
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        if pending:
+            future.set_exception(OSError("database is locked"))
+        pending.append(future)
+        appended.set()
+        return future
+
+    def full_disk(record: PendingRecord) -> None:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(store, "append", queued)
+    if not spool_works:
+        monkeypatch.setattr(spool, "add", full_disk)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(stage.record_outcome(context("r1"), Outcome.FORWARDED, 200))
+        await appended.wait()
+        task.cancel()  # the server shuts down while the record is being written
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        pending[0].set_exception(OSError("database is locked"))  # then the store refuses it
+        await asyncio.sleep(0)  # one turn of the loop: the future's callbacks run
+        await stage.close()  # waits for what is on its way to the spool or the held list
+
+    asyncio.run(scenario())
+    store.close()
+
+    if spool_works:
+        assert [record.request_id for record in spool.take()] == ["r1"]
+        assert stage.held == 0
+    else:
+        assert len(spool) == 0
+        assert stage.held == 1  # and every new request is refused until it is written
+
+
 def test_a_waiter_that_gave_up_does_not_stop_the_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from localgate.testing import FakeGemini
@@ -438,6 +440,28 @@ def test_without_upstream_key_the_gateway_runs_but_refuses_to_forward(
     assert ready.status_code == 503
     assert "GEMINI_API_KEY" in ready.json()["checks"]["upstream:default"]
     assert upstream.requests == []
+
+
+# -- the audit trail's record of what left -------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["Hello", "line\u2028separated\u2029text \u201cquoted\u201d"])
+def test_sent_digest_is_of_the_bytes_the_upstream_received(
+    gateway: RunningGateway, upstream: FakeGemini, text: str
+) -> None:
+    # The pipeline serialises the body once, for the record's digest and for the adapter
+    # to send; U+2028/2029 (escaped only towards clients) must not make the two differ.
+    body = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+
+    response = post(gateway, GENERATE, json.dumps(body))
+
+    assert response.status_code == 200
+    request, _ = gateway.audit_headers(response.headers["x-request-id"])
+    (received,) = upstream.requests
+    # The fake parsed what it received; orjson writes the same compact bytes back.
+    sent = orjson.dumps(received.body)
+    assert received.body == body
+    assert request["sent_digest"] == hashlib.sha256(sent).hexdigest()
 
 
 # -- streaming ------------------------------------------------------------------------

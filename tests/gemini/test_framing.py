@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from localgate.errors import UpstreamUnreachable
-from localgate.gemini.framing import Framing, SseDecoder, StreamEncoder
+from localgate.gemini.framing import Framing, SseDecoder, StreamEncoder, dump_json
 
 
 def decode(*chunks: bytes) -> list[object]:
@@ -42,6 +45,56 @@ def test_sse_encoding_is_one_compact_line_per_event() -> None:
     wire = encoder.event({"t": "a\u2028b\nc"}) + encoder.close()
 
     assert wire == b'data: {"t":"a\\u2028b\\nc"}\r\n\r\n'
+
+
+def reference_dump_json(value: object) -> bytes:
+    """dump_json as it was before its one-byte shortcut: both escapes, always."""
+    raw = orjson.dumps(value)
+    return raw.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
+
+
+# Characters whose UTF-8 starts E2 80 like the line separators (curly quotes, dashes, the
+# ellipsis, U+2027, U+202A), CJK text whose continuation bytes include A8/A9, and the
+# separators themselves: the one-byte shortcut must not change a single byte.
+_NEAR_SEPARATORS = st.text(
+    st.sampled_from(
+        [
+            "\u2028",
+            "\u2029",
+            "\u2027",
+            "\u202a",
+            "\u201c",
+            "\u201d",
+            "\u2014",
+            "\u2026",
+            "\u4f60",
+            "\u7a31",
+            "\u96a9",
+            "\u00a8",
+            "a",
+            "\\",
+            '"',
+            "\n",
+        ]
+    )
+    | st.characters(),
+    max_size=40,
+)
+
+
+@given(st.lists(_NEAR_SEPARATORS, max_size=4))
+def test_dump_json_escapes_exactly_as_the_plain_replace(texts: list[str]) -> None:
+    value = {"contents": [{"parts": [{"text": text} for text in texts]}]}
+
+    assert dump_json(value) == reference_dump_json(value)
+    assert orjson.loads(dump_json(value)) == value
+
+
+def test_dump_json_escapes_separators_among_other_e2_characters() -> None:
+    value = {"t": "\u201c\u2028\u2026\u2029\u2014"}
+
+    assert dump_json(value) == b'{"t":"\xe2\x80\x9c\\u2028\xe2\x80\xa6\\u2029\xe2\x80\x94"}'
+    assert dump_json({"t": "\u4f60\u201c"}) == orjson.dumps({"t": "\u4f60\u201c"})
 
 
 def test_json_array_encoding_parses_as_an_array() -> None:

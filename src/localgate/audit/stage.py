@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import replace
@@ -13,11 +14,10 @@ import orjson
 
 from localgate.audit.records import PendingRecord
 from localgate.audit.spool import Spool
-from localgate.audit.store import AuditStore
+from localgate.audit.store import AuditStore, Receipt
 from localgate.errors import ServiceUnavailable
 from localgate.exchange.context import RequestContext
 from localgate.exchange.outcome import Outcome
-from localgate.gemini.framing import dump_json
 from localgate.observability.metrics import GatewayMetrics
 
 __all__ = ["TrailAudit"]
@@ -55,6 +55,9 @@ class TrailAudit:
         # Completion records written nowhere yet, oldest first (only the event loop's
         # thread touches this list).
         self._held: list[PendingRecord] = []
+        # Spool-or-hold tasks of completion records the store refused after their request
+        # was cancelled (kept here so that they run to the end).
+        self._rescues: set[asyncio.Task[bool]] = set()
         if metrics is not None:
             metrics.audit_completions_held.set_function(lambda: len(self._held))
             metrics.audit_spool_records.set_function(lambda: len(spool))
@@ -75,6 +78,9 @@ class TrailAudit:
             self._retry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry_task
+        if self._rescues:
+            # Records of cancelled requests on their way to the spool or the held list.
+            await asyncio.gather(*self._rescues, return_exceptions=True)
         if self._held:
             # Last chance: the store is still open; the spool survives the restart.
             await self.retry_held()
@@ -90,8 +96,9 @@ class TrailAudit:
                 "spool could not be written). Try again later; if it persists, tell the "
                 "gateway operator."
             )
-        # The very bytes the upstream adapter sends (dump_json escapes U+2028/2029).
-        sent = dump_json(ctx.body)
+        # The very bytes the upstream adapter sends, serialised once by the pipeline (a
+        # request answered from the cache has none: what it asked, serialised here).
+        sent = ctx.sent_body if ctx.sent_body is not None else orjson.dumps(ctx.body)
         texts = [text.encode() for text in ctx.original_texts]
         record = PendingRecord(
             tenant=_tenant(ctx),
@@ -158,9 +165,21 @@ class TrailAudit:
             fields=fields,
             payload=answer,
         )
-        # Shielded: if this request's task is cancelled (shutdown), the record still goes
-        # to the store, the spool or the held list.
-        recorded = await asyncio.shield(self._write_completion(record, answer_sent=answer_sent))
+        # Queued now, so the store writes it even if this request's task is cancelled
+        # meanwhile (shutdown); should the store then refuse it, ``_rescue`` takes it to the
+        # spool or the held list. The store's own future is awaited, shielded: a task
+        # around it cost ~3 µs and a loop iteration per request.
+        stored = self._submit(record)
+        try:
+            await asyncio.shield(stored)
+        except asyncio.CancelledError:
+            stored.add_done_callback(functools.partial(self._rescue, record, answer_sent))
+            raise
+        except Exception as exc:  # noqa: BLE001 - the spool is next
+            _refused(record, exc)
+            recorded = await asyncio.shield(self._elsewhere(record, answer_sent=answer_sent))
+        else:
+            recorded = True
         if not recorded and not answer_sent:
             raise ServiceUnavailable(
                 "The answer was withheld because the audit trail could not record it "
@@ -168,18 +187,32 @@ class TrailAudit:
                 "gateway operator."
             )
 
-    async def _write_completion(self, record: PendingRecord, *, answer_sent: bool) -> bool:
-        """Store, else spool, else hold ``record``; whether it is durable now."""
+    def _submit(self, record: PendingRecord) -> asyncio.Future[Receipt]:
+        """Queue ``record`` in the store; a store that cannot even queue it answers with a
+        failed future, like one that refuses it."""
         try:
-            await self._store.append(record)
-        except Exception as exc:  # noqa: BLE001 - the spool is next
-            logger.error(
-                "audit completion for %s refused by the store: %s",
-                record.request_id,
-                type(exc).__name__,
-            )
-        else:
-            return True
+            return self._store.append(record)
+        except Exception as exc:  # noqa: BLE001 - answered as a refusal: the spool is next
+            failed: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+
+    def _rescue(
+        self, record: PendingRecord, answer_sent: bool, stored: asyncio.Future[Receipt]
+    ) -> None:
+        """After the request of ``record`` was cancelled: if the store did not write it,
+        spool or hold it all the same."""
+        if not stored.cancelled():
+            error = stored.exception()
+            if error is None:
+                return
+            _refused(record, error)
+        task = asyncio.ensure_future(self._elsewhere(record, answer_sent=answer_sent))
+        self._rescues.add(task)
+        task.add_done_callback(self._rescues.discard)
+
+    async def _elsewhere(self, record: PendingRecord, *, answer_sent: bool) -> bool:
+        """Spool, else hold ``record`` (which the store refused); whether it is durable now."""
         if await self._spool_record(record):
             return True
         if not answer_sent:
@@ -247,6 +280,14 @@ class TrailAudit:
             if written:
                 await asyncio.to_thread(self._spool.clear, written)
             return written
+
+
+def _refused(record: PendingRecord, error: BaseException) -> None:
+    logger.error(
+        "audit completion for %s refused by the store: %s",
+        record.request_id,
+        type(error).__name__,
+    )
 
 
 def _withheld(record: PendingRecord) -> PendingRecord:

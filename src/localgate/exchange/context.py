@@ -81,6 +81,10 @@ class RequestContext:
     # authenticated; each stage reads its own section of it.
     policy: TenantPolicy | None = None
     body: Any = None
+    # ``body`` as the JSON bytes that leave, serialised once by the pipeline just before
+    # the request record (whose ``sent_digest`` covers them) and sent as they are by the
+    # Gemini adapter; None until then.
+    sent_body: bytes | None = None
     # Held from admission by the limits stage until the request ends. From admission on,
     # the audit trail records how the request ended; the completion gives it back.
     permit: Permit | None = None

@@ -13,12 +13,18 @@ __all__ = ["StreamReply", "UnaryReply", "UpstreamCall"]
 
 @dataclass(frozen=True, slots=True)
 class UpstreamCall:
-    """What to send: the route, the (redacted) body and the client headers worth forwarding."""
+    """What to send: the route, the (redacted) body and the client headers worth forwarding.
+
+    ``data``, if given, is ``body`` already serialised (``orjson.dumps``): the bytes the
+    audit trail's request record has the digest of, which an upstream speaking Gemini's
+    JSON sends as they are. Whoever replaces ``body`` must drop ``data`` with it.
+    """
 
     route: GeminiRoute
     body: Any
     query: tuple[tuple[str, str], ...] = ()
     headers: tuple[tuple[str, str], ...] = ()
+    data: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -32,7 +32,10 @@ _IGNORED_FIELDS = (b":", b"event:", b"id:", b"retry:")
 def dump_json(value: Any) -> bytes:
     """Compact JSON with the line separators that old SDKs split on escaped."""
     raw = orjson.dumps(value)
-    if b"\xe2\x80\xa8" in raw or b"\xe2\x80\xa9" in raw:
+    # U+2028/2029 are E2 80 A8/A9 in UTF-8, and most bodies hold no E2 byte at all: a
+    # one-byte search (memchr) says so in ~30 ns, where the three-byte searches cost
+    # ~3 µs per 2 KB of CJK text (its continuation bytes defeat their skip table).
+    if 0xE2 in raw and (b"\xe2\x80\xa8" in raw or b"\xe2\x80\xa9" in raw):
         # Raw U+2028/2029 can only occur inside JSON strings, where the escape is equivalent.
         raw = raw.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
     return raw

@@ -157,10 +157,12 @@ class Pipeline:
             candidates = plan.candidates
             if candidates[0].local:  # candidates are all local or all remote
                 ctx.served_from = {"local": candidates[0].name}  # answered in-house
+            # Serialised once: the request record's digest covers the very bytes sent.
+            ctx.sent_body = sent = orjson.dumps(ctx.body)
             with telemetry.stage(ctx, "audit", stages["audit"]):
                 await self.audit.record_request(ctx)
             call = UpstreamCall(
-                route=route, body=ctx.body, query=inbound.query, headers=inbound.headers
+                route=route, body=ctx.body, query=inbound.query, headers=inbound.headers, data=sent
             )
             try:
                 if route.method.streams:

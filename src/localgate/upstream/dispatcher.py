@@ -235,7 +235,8 @@ class UpstreamDispatcher:
                 index, on_this = index + 1, 0
                 continue
             breaker = self.breaker(upstream.name)
-            if not breaker.allow() or not await self._probe_is_ours(breaker):
+            # Only a probe asks the other replicas (a coroutine to await): not on every call.
+            if not breaker.allow() or (breaker.probing and not await self._probe_is_ours(breaker)):
                 ctx.attempts.append({"upstream": upstream.name, "skipped": "circuit open"})
                 index, on_this = index + 1, 0
                 continue
@@ -392,8 +393,9 @@ class UpstreamDispatcher:
             self._metrics.upstream_circuit_state.labels(name).set(state.value)
 
 
-async def _unary(upstream: Upstream, call: UpstreamCall) -> UnaryReply:
-    return await upstream.unary(call)
+def _unary(upstream: Upstream, call: UpstreamCall) -> Awaitable[UnaryReply]:
+    # The upstream's own coroutine, awaited by the caller: no coroutine of its own around it.
+    return upstream.unary(call)
 
 
 async def _first_event(

@@ -220,9 +220,9 @@ class GeminiUpstream:
         if method == "POST":
             headers["content-type"] = "application/json"
             # Plain orjson: escaping U+2028/2029 (dump_json) is for the clients' old JSON
-            # parsers; the upstream reads the same value either way, and the scan for them
-            # costs two passes over the body.
-            data = orjson.dumps(call.body)
+            # parsers; the upstream reads the same value either way. Serialised once by the
+            # pipeline for the request record's digest, as a rule.
+            data = call.data if call.data is not None else orjson.dumps(call.body)
         url = self._urls.get(call.route)
         if url is None:
             # Parsed once: aiohttp would parse a string URL again on every call.
