@@ -1,4 +1,4 @@
-"""The compiled detection core (and the request rewrite around it): used only for the exact sources it was compiled from.
+"""The compiled detection core and request rewrite: used only for the sources they came from.
 
 ``make run`` and ``make test`` install localgate with the detection modules (``COMPILED``)
 compiled to C by mypyc (``setup.py``): the same source, type-checked and compiled, about a
