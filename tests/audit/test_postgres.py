@@ -235,7 +235,9 @@ def test_open_logs_takes_the_lock_every_replica_takes_for_the_tenant(dsn: str) -
 def test_a_writer_waiting_for_a_lock_reads_the_frontier_its_holder_committed(dsn: str) -> None:
     # open_logs sends BEGIN, the locks and the frontier SELECT in one simple query: the
     # SELECT must take its snapshot once the lock is held, not when the query arrived.
-    tenant = f"snapshot-{secrets.token_hex(4)}"
+    # A quote, a backslash and a comma in the name: it goes into the query's text as the
+    # server quoted it.
+    tenant = f"snapshot-{secrets.token_hex(4)}-o'brien\\, x"
     holder, waiter, watcher = PostgresDatabase(dsn), PostgresDatabase(dsn), PostgresDatabase(dsn)
     upgrade_schema(holder.sqlalchemy_url)
     try:
