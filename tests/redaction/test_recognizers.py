@@ -199,3 +199,27 @@ def test_an_email_with_a_quoted_local_part_is_found(
     detector: Detector, text: str, expected: str
 ) -> None:
     assert found(detector, text) == [(expected, "EMAIL")]
+
+
+def test_recognizers_sharing_a_pattern_find_the_same_in_any_order() -> None:
+    # The card shapes share one search; the context-only bank card searches only the
+    # windows with a card word. Run first, its narrower search must not stand in for the
+    # others': a valid card on a line without a card word is found either way.
+    from localgate.redaction.recognizers import PatternRecognizer, builtin_recognizers
+    from tests.redaction.values import luhn_complete
+
+    cards = [
+        r
+        for r in builtin_recognizers()
+        if isinstance(r, PatternRecognizer) and r.type in ("CN_BANK_CARD", "CREDIT_CARD")
+    ]
+    assert any(r.requires_context for r in cards)
+    unionpay, visa = luhn_complete("622202123456789"), luhn_complete("411111111111111")
+    text = f"卡号 {luhn_complete('880012345678901')}\n转账到 {unionpay}\nvisa {visa}\n"
+    found = {(f.start, f.end, f.type) for f in Detector(cards).detect(text)}
+    context_first = sorted(cards, key=lambda r: not r.requires_context)
+    assert context_first[0].requires_context
+    reordered = {(f.start, f.end, f.type) for f in Detector(context_first).detect(text)}
+
+    assert reordered == found
+    assert {text[start:end] for start, end, _ in found} >= {unionpay, visa}

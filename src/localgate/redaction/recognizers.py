@@ -300,11 +300,15 @@ class PatternRecognizer:
         folded = scan.folded
         if self.needs and not any(needle in folded for needle in self.needs):
             return []
-        # Recognizers that share a pattern (the card shapes) share its matches.
+        # Recognizers that share a pattern (the card shapes) share its matches. A search
+        # that needs a context word looks only in the windows with one, so what it finds is
+        # not filed for the others: whichever order they run in, each sees every match.
         key = self._shared_key
         matches = scan.shared.get(key)
         if matches is None:
-            matches = scan.shared[key] = self._search(folded, scan)
+            matches = self._search(folded, scan)
+            if not self.requires_context:
+                scan.shared[key] = matches
         found = []
         validate = self.validate
         for match in matches:
