@@ -116,6 +116,22 @@ def test_headers_of_the_upstream_hop_are_not_passed_back(upstream: FakeGemini) -
     assert not {"content-type", "content-length", "server", "date"} & set(headers)
 
 
+def test_cookies_the_upstream_sets_are_never_sent_back(upstream: FakeGemini) -> None:
+    # One pooled client serves every tenant: a cookie kept from one answer would follow the
+    # next tenant's request and let the upstream link the two.
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}}]}
+    upstream.fail_with(200, answer, {"set-cookie": "NID=tenant-a; Path=/"}, times=1)
+
+    async def twice(gemini: GeminiUpstream) -> None:
+        await generate()(gemini)
+        await generate()(gemini)
+
+    # By name: aiohttp's default jar ignores cookies from IP addresses anyway.
+    with_upstream(upstream.base_url.replace("127.0.0.1", "localhost"), twice)
+
+    assert "cookie" not in upstream.requests[-1].headers
+
+
 def test_without_a_key_nothing_is_sent(upstream: FakeGemini) -> None:
     with pytest.raises(ServiceUnavailable, match="GEMINI_API_KEY"):
         with_upstream(upstream.base_url, generate(), key=None)

@@ -99,6 +99,9 @@ def open_session(
         ),
         skip_auto_headers=("User-Agent",),
         raise_for_status=False,
+        # One client serves every tenant: a cookie an upstream set on one tenant's answer
+        # must not ride along with the next tenant's request (it would link the two).
+        cookie_jar=aiohttp.DummyCookieJar(),
     )
 
 
