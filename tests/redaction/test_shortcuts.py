@@ -296,23 +296,15 @@ def reference_english_people(text: str) -> list[Finding]:
     """The English name rule as first written: every candidate, one word or more, through
     the whole rule."""
 
-    def ends_in_word(text: str, words: Iterable[str]) -> bool:
-        for word in words:
-            if text.endswith(word):
-                previous = text[-len(word) - 1 : -len(word)]
-                if not (previous.isalnum() or previous == "_"):
-                    return True
-        return False
-
     def after_title(before: str) -> bool:
         title = before.rstrip()
-        return len(title) < len(before) and ends_in_word(
+        return len(title) < len(before) and reference_ends_in_word(
             title.removesuffix("."), names._TITLE_WORDS
         )
 
     def after_cue(before: str) -> bool:
         cue = before.rstrip(names._WHITESPACE_CHARS + ":,-")
-        return len(cue) < len(before) and ends_in_word(cue, names._EN_CUES)
+        return len(cue) < len(before) and reference_ends_in_word(cue, names._EN_CUES)
 
     found = []
     for match in names._EN_CANDIDATE.finditer(text):
