@@ -10,12 +10,11 @@ it differs from what was compiled, or ``LOCALGATE_PURE_PYTHON=1`` is set at run 
 
 from __future__ import annotations
 
-import ast
-import hashlib
+import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -25,24 +24,20 @@ HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "src" / "localgate" / "redaction"
 
 
-def _compiled() -> tuple[str, ...]:
-    """``localgate.redaction.native.COMPILED``, read from its source: the package cannot be
-    imported before it is built (its dependencies are not in the build environment)."""
-    tree = ast.parse((PACKAGE / "native.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "COMPILED" for target in node.targets
-        ):
-            return tuple(ast.literal_eval(node.value))
-    raise LookupError("src/localgate/redaction/native.py names no COMPILED modules")
+def _native() -> ModuleType:
+    """``localgate.redaction.native`` (the list of compiled modules, the record's name, the
+    digest, the pure-Python switch), loaded on its own: it needs only the standard library,
+    and the package cannot be imported before it is built."""
+    spec = importlib.util.spec_from_file_location("_localgate_native", PACKAGE / "native.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {PACKAGE / 'native.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-COMPILED = _compiled()
-RECORD = "_native.json"
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+native = _native()
 
 
 class BuildWithRecord(build_ext):
@@ -60,7 +55,9 @@ class BuildWithRecord(build_ext):
 
         record = {
             "mypy": mypy.version.__version__,
-            "sources": {name: _digest(PACKAGE / f"{name}.py") for name in COMPILED},
+            "sources": {
+                name: native.source_digest(PACKAGE / f"{name}.py") for name in native.COMPILED
+            },
         }
         text = json.dumps(record, indent=1, sort_keys=True) + "\n"
         targets = [Path(self.build_lib) / "localgate" / "redaction"]
@@ -68,7 +65,7 @@ class BuildWithRecord(build_ext):
             targets.append(PACKAGE)
         for target in targets:
             target.mkdir(parents=True, exist_ok=True)
-            (target / RECORD).write_text(text, encoding="utf-8")
+            (target / native.RECORD).write_text(text, encoding="utf-8")
 
 
 def _warn(message: str) -> None:
@@ -76,11 +73,11 @@ def _warn(message: str) -> None:
 
 
 def _extensions() -> list[object]:
-    if os.environ.get("LOCALGATE_PURE_PYTHON", "") not in ("", "0"):
+    if native.pure_python_requested():
         return []
     from mypyc.build import mypycify
 
-    paths = [str((PACKAGE / f"{name}.py").relative_to(HERE)) for name in COMPILED]
+    paths = [str((PACKAGE / f"{name}.py").relative_to(HERE)) for name in native.COMPILED]
     # Its own settings, not the project's [tool.mypy] (whose plugins and other modules the
     # isolated build environment does not have): the compiled modules need only the
     # standard library, re2 and rjieba, which have no type information.

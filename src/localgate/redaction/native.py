@@ -27,7 +27,15 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["COMPILED", "RECORD", "NativeStatus", "install", "status"]
+__all__ = [
+    "COMPILED",
+    "RECORD",
+    "NativeStatus",
+    "install",
+    "pure_python_requested",
+    "source_digest",
+    "status",
+]
 
 # The modules the build compiles, all or none: compiled modules call each other directly,
 # so a mix of compiled and interpreted ones would not be one program.
@@ -61,10 +69,15 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def pure_python_requested() -> bool:
+    """``LOCALGATE_PURE_PYTHON`` set (to anything but 0): run, or install, the sources."""
+    return os.environ.get("LOCALGATE_PURE_PYTHON", "") not in ("", "0")
+
+
 @cache
 def status() -> NativeStatus:
     """Decided once per process, before the first of the modules is imported."""
-    if os.environ.get("LOCALGATE_PURE_PYTHON", "") not in ("", "0"):
+    if pure_python_requested():
         return NativeStatus(False, "pure Python: LOCALGATE_PURE_PYTHON is set")
     try:
         record = json.loads((_HERE / RECORD).read_text(encoding="utf-8"))
@@ -75,11 +88,12 @@ def status() -> NativeStatus:
     sources = record.get("sources") if isinstance(record, dict) else None
     if not isinstance(sources, dict):
         return NativeStatus(False, f"pure Python: {RECORD} lists no sources")
+    extensions = importlib.machinery.FileFinder(
+        str(_HERE),
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+    )
     for name in COMPILED:
-        spec = importlib.machinery.FileFinder(
-            str(_HERE), (importlib.machinery.ExtensionFileLoader, _extension_suffixes())
-        ).find_spec(f"{_PACKAGE}.{name}")
-        if spec is None:
+        if extensions.find_spec(f"{_PACKAGE}.{name}") is None:
             return NativeStatus(False, f"pure Python: {name} has no compiled module")
         source = _HERE / f"{name}.py"
         if source.exists() and sources.get(name) != source_digest(source):
@@ -89,10 +103,6 @@ def status() -> NativeStatus:
                 "(run `make run` or `pip install -e .` to compile it again)",
             )
     return NativeStatus(True, f"compiled with mypyc {record.get('mypy', '?')}")
-
-
-def _extension_suffixes() -> list[str]:
-    return list(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 class _Sources(importlib.abc.MetaPathFinder):
