@@ -66,7 +66,9 @@ def _compiled_here() -> None:
 def test_make_compiles_again_when_a_compiled_module_changes() -> None:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     listed = re.search(
-        r"NATIVE := setup\.py \$\(addprefix src/localgate/redaction/,\\\n(.*)\)", makefile
+        r"NATIVE := setup\.py src/localgate/redaction/native\.py "
+        r"\$\(addprefix src/localgate/redaction/,\\\n(.*)\)",
+        makefile,
     )
     assert listed is not None
     assert tuple(name.removesuffix(".py") for name in listed.group(1).split()) == native.COMPILED
