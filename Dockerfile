@@ -4,8 +4,9 @@
 # reachable (with PYTHON_IMAGE from a registry that is).
 #
 # Two stages: the first builds wheels of localgate (its detection core compiled) and of its
-# runtime dependencies only (no extras: neither the dev tools nor the semantic embedder's torch); the second installs
-# them offline into a slim Python and runs as an unprivileged user.
+# runtime dependencies only (no extras: neither the dev tools nor the
+# semantic embedder's torch); the second installs them offline into a slim Python and runs
+# as an unprivileged user.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
