@@ -277,9 +277,8 @@ class PostgresDatabase:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {reason}") from exc
         self.sqlalchemy_url = sqlalchemy_url("postgres", dsn)
-        # Each tenant's advisory lock key, as the server computes it (``_locking``).
-        self._lock_keys: dict[str, int] = {}
-        self._quoted: dict[str, str] = {}
+        # Each tenant's advisory lock key and SQL literal, as the server makes them (``_learn``).
+        self._tenants: dict[str, tuple[int, str]] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (``?`` and ``AS BLOB`` written the SQLite way)."""
@@ -301,7 +300,7 @@ class PostgresDatabase:
         trips it saves on one machine.
         """
         wanted = sorted(set(tenants))
-        names = ", ".join(self._quoted[tenant] for tenant in self._learn(wanted))
+        names = ", ".join(self._tenants[tenant][1] for tenant in self._learn(wanted))
         # Only numbers and literals the server quoted (quote_literal) go into the text.
         select = f"SELECT tenant, state FROM audit_frontier WHERE tenant IN ({names})"  # noqa: S608
         cursor = self._db.execute(f"BEGIN; {self._locking(wanted)}; {select}")
@@ -369,7 +368,7 @@ class PostgresDatabase:
         simple query.
         """
         return "; ".join(
-            f"SELECT pg_advisory_xact_lock({self._lock_keys[tenant]})"
+            f"SELECT pg_advisory_xact_lock({self._tenants[tenant][0]})"
             for tenant in self._learn(tenants)
         )
 
@@ -377,13 +376,12 @@ class PostgresDatabase:
         """``tenants``, each one's lock key and SQL literal known (asked of the server the
         first time: ``hashtextextended`` and ``quote_literal``, so nothing is quoted here)."""
         for tenant in tenants:
-            if tenant not in self._lock_keys:
-                (found,) = self._db.execute(
+            if tenant not in self._tenants:
+                ((key, literal),) = self._db.execute(
                     "SELECT hashtextextended(%s, 7466130817), quote_literal(%s)",
                     (tenant, tenant),
                 ).fetchall()
-                self._quoted[tenant] = str(found[1])
-                self._lock_keys[tenant] = int(found[0])
+                self._tenants[tenant] = (int(key), str(literal))
         return tenants
 
     def close(self) -> None:
