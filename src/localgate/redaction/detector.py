@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from localgate.redaction.findings import Finding
@@ -12,7 +16,11 @@ from localgate.redaction.names import NameRecognizer
 from localgate.redaction.recognizers import Prefilters, Scan, builtin_recognizers
 from localgate.redaction.reveal import reveal
 
-__all__ = ["Detector", "Recognizer"]
+__all__ = ["MEMO_ENTRIES", "Detector", "Recognizer"]
+
+# Texts whose findings a detector remembers (``Detector.remembering``), all tenants together:
+# a few hundred bytes each, so a few MB at most.
+MEMO_ENTRIES = 16384
 
 
 class Recognizer(Protocol):
@@ -50,6 +58,7 @@ class Detector:
         self._gated = [
             (recognizer, frozenset(index[gate] for gate in gates)) for recognizer, gates in gated
         ]
+        self._memo = _Memo(MEMO_ENTRIES)
 
     @classmethod
     def builtin(
@@ -78,6 +87,29 @@ class Detector:
             Finding(*span(found.start, found.end), found.type, found.score)
             for found in self._detect(revealed.text)
         ]
+
+    def remembering(self, scope: str) -> Callable[[str], list[Finding]]:
+        """``detect``, remembering the findings of the texts seen lately in ``scope`` (a
+        tenant).
+
+        A conversation sends its whole history with every new turn: each earlier turn is
+        then looked up (a digest of the text) instead of scanned again. Detection depends on
+        the text alone, so a remembered answer is the one a scan would give. Scopes never
+        share an entry: how fast a text is answered says nothing about what another tenant
+        sent. The texts themselves are not kept, only their digests and findings.
+        """
+        return functools.partial(self._remembered, scope)
+
+    def _remembered(self, scope: str, text: str) -> list[Finding]:
+        if not text:
+            return []
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        key = (scope, digest.digest())
+        found = self._memo.get(key)
+        if found is None:
+            found = tuple(self.detect(text))
+            self._memo.put(key, found)
+        return list(found)
 
     def _detect(self, text: str) -> list[Finding]:
         if not text:
@@ -113,3 +145,29 @@ def _resolve(findings: list[Finding]) -> list[Finding]:
         starts.insert(at, finding.start)
         kept.insert(at, finding)
     return kept
+
+
+class _Memo:
+    """A bounded map that forgets what was used longest ago. The gateway detects on its
+    event loop's thread; the lock keeps the map whole should another thread detect too."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, bytes], tuple[Finding, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, bytes]) -> tuple[Finding, ...] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, bytes], found: tuple[Finding, ...]) -> None:
+        with self._lock:
+            self._entries[key] = found
+            if len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

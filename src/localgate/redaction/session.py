@@ -68,8 +68,13 @@ class RedactionSession:
         *,
         reversible: bool = True,
         open_signature: Callable[[object], str | None] | None = None,
+        detect: Callable[[str], list[Finding]] | None = None,
     ) -> None:
         self.settings = settings
+        # What finds the values in the request's texts and its model name: ``detector``'s
+        # own ``detect``, or one that remembers a tenant's recent texts
+        # (``Detector.remembering``: a conversation's history is sent again every turn).
+        self._detect = detector.detect if detect is None else detect
         # Opens a thought signature the gateway sealed for this tenant (signatures.py);
         # without one, every signature counts as foreign.
         self._open_signature = open_signature
@@ -101,7 +106,7 @@ class RedactionSession:
         """
         if original:
             self.original_texts.append(text)
-        findings = self.detector.detect(text)
+        findings = self._detect(text)
         if not findings:
             findings = self._glued(text)
         if not findings:
@@ -157,7 +162,7 @@ class RedactionSession:
     def refusals(self, text: str) -> list[str]:
         """Types found in ``text`` that the policy does not let through in clear (for
         values that cannot be rewritten, such as a model name in the path)."""
-        types = {finding.type for form in _forms(text) for finding in self.detector.detect(form)}
+        types = {finding.type for form in _forms(text) for finding in self._detect(form)}
         return sorted(t for t in types if self.action_for(t) != "allow")
 
     def _glued(self, text: str) -> list[Finding]:

@@ -66,6 +66,7 @@ def _session(
     *,
     reversible: bool = True,
     open_signature: Callable[[object], str | None] | None = None,
+    remember_for: str | None = None,
 ) -> RedactionSession:
     return RedactionSession(
         policy,
@@ -74,6 +75,7 @@ def _session(
         {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
         reversible=reversible,
         open_signature=open_signature,
+        detect=None if remember_for is None else detector.remembering(remember_for),
     )
 
 
@@ -189,6 +191,8 @@ class PolicyRedaction:
             rules,
             self._detectors.for_policy(policy, rules),
             open_signature=lambda presented: signatures.open(tenant, presented),
+            # A conversation's earlier turns come back with every request: scanned once.
+            remember_for=tenant,
         )
         try:
             _check_request_line(ctx, query, session)

@@ -1,0 +1,149 @@
+"""A detector remembers the findings of a tenant's recent texts (``Detector.remembering``):
+a conversation's history, sent again with every turn, is scanned once. What it gives must be
+what a scan gives, per tenant, and a remembered text must be redacted exactly as before."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from localgate.redaction import detector as detector_module
+from localgate.redaction.detector import Detector
+from localgate.redaction.findings import Finding
+from localgate.redaction.recognizers import Scan
+from localgate.testing import FakeGemini
+from tests.conftest import RunningGateway
+
+PHONE = "13812345678"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Counting:
+    """A recognizer that counts the texts it is asked to scan (and finds "secret")."""
+
+    def __init__(self) -> None:
+        self.scans = 0
+
+    def find(self, scan: Scan) -> Iterable[Finding]:
+        self.scans += 1
+        at = scan.folded.find("secret")
+        return [Finding(at, at + 6, "SECRET_WORD", 0.9)] if at >= 0 else []
+
+
+def _detector(counting: Counting) -> Detector:
+    return Detector.builtin(extra=[counting])
+
+
+def test_a_text_seen_before_in_the_same_scope_is_not_scanned_again() -> None:
+    counting = Counting()
+    detect = _detector(counting).remembering("acme")
+    first = detect(f"call me on {PHONE}, the secret is out")
+    again = detect(f"call me on {PHONE}, the secret is out")
+    assert again == first
+    assert {finding.type for finding in first} == {"CN_MOBILE", "SECRET_WORD"}
+    assert counting.scans == 1
+
+
+def test_scopes_share_nothing() -> None:
+    """Another tenant's identical text is scanned for it: no tenant can tell from the
+    gateway's speed what another one sent."""
+    counting = Counting()
+    detector = _detector(counting)
+    detector.remembering("acme")(f"call me on {PHONE}")
+    detector.remembering("globex")(f"call me on {PHONE}")
+    assert counting.scans == 2
+
+
+def test_what_is_remembered_is_what_a_scan_finds() -> None:
+    detector = Detector.builtin()
+    detect = detector.remembering("acme")
+    corpus = REPO / "bench" / "pii" / "corpus.jsonl"
+    texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()]
+    assert len(texts) > 100
+    for text in texts:
+        assert detect(text) == detector.detect(text)
+    for text in texts:  # now from memory
+        assert detect(text) == detector.detect(text)
+
+
+def test_a_caller_changing_its_list_does_not_change_what_is_remembered() -> None:
+    detect = Detector.builtin().remembering("acme")
+    found = detect(f"call me on {PHONE}")
+    found.clear()
+    assert [finding.type for finding in detect(f"call me on {PHONE}")] == ["CN_MOBILE"]
+
+
+def test_texts_differing_only_in_what_folding_or_encoding_hides_are_told_apart() -> None:
+    """Remembered by the exact text: a full-width or escaped spelling is another text,
+    scanned in its own right, and its findings span its own characters."""
+    detect = Detector.builtin().remembering("acme")
+    plain = detect(f"call me on {PHONE}")
+    wide = detect("call me on １３８１２３４５６７８")
+    escaped = detect("call me on \\u0031\\u0033812345678")
+    assert [(f.start, f.end) for f in plain] == [(11, 22)]
+    assert [(f.start, f.end) for f in wide] == [(11, 22)]
+    assert [(f.start, f.end, f.type) for f in escaped] == [(11, 32, "CN_MOBILE")]
+
+
+def test_the_memory_is_bounded_and_forgets_the_least_recently_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(detector_module, "MEMO_ENTRIES", 2)
+    counting = Counting()
+    detect = _detector(counting).remembering("acme")
+    detect("first secret")
+    detect("second secret")
+    detect("first secret")  # used again: now the second is the oldest
+    detect("third secret")  # the second is forgotten
+    assert counting.scans == 3
+    detect("first secret")
+    assert counting.scans == 3
+    detect("second secret")
+    assert counting.scans == 4
+
+
+def test_a_conversation_sent_again_is_redacted_as_the_first_time(
+    gateway: RunningGateway, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second turn carries the first turn and the model's answer again: the upstream
+    receives them redacted as it did the first time, without scanning the first turn
+    again, and the counts (audit record) include the values in the history."""
+    scanned: list[str] = []
+    detect = Detector.detect
+
+    def counting(self: Detector, text: str) -> list[Finding]:
+        scanned.append(text)
+        return detect(self, text)
+
+    monkeypatch.setattr(Detector, "detect", counting)
+    first_text = f"我的手机号是 {PHONE}，请记住"
+    first_turn = {"role": "user", "parts": [{"text": first_text}]}
+    first = gateway.generate({"contents": [first_turn]})
+    assert first.status_code == 200, first.text
+    answer = first.json()["candidates"][0]["content"]
+    second = gateway.generate(
+        {
+            "contents": [
+                first_turn,
+                answer,
+                {"role": "user", "parts": [{"text": "我的号码是多少？"}]},
+            ]
+        }
+    )
+    assert second.status_code == 200, second.text
+
+    sent_first, sent_second = (request.body["contents"] for request in upstream.requests)
+    assert PHONE not in str(sent_first)
+    assert PHONE not in str(sent_second)
+    assert sent_second[0] == sent_first[0]  # the same placeholder for the same value
+    assert scanned.count(first_text) == 1
+    summaries = [
+        gateway.audit_headers(response.headers["x-request-id"])[0]["redaction"]
+        for response in (first, second)
+    ]
+    assert summaries[0] == {"CN_MOBILE": {"pseudonymize": 1}}
+    # The answer echoed the phone number back restored: it counts in the history too.
+    assert summaries[1] == {"CN_MOBILE": {"pseudonymize": 2}}
