@@ -26,7 +26,10 @@ CONNECTIONS = 64
 OPENAI_BODY = orjson.dumps(
     {
         "model": "gemini-2.5-flash",
-        "messages": [{"role": "user", "content": "Explain how AI works in a few words"}],
+        # The Gemini door's question, with the place for each request's reference.
+        "messages": [
+            {"role": "user", "content": "Explain how AI works in a few words (ref {ref})"}
+        ],
     }
 )
 DOORS = (

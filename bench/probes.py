@@ -15,7 +15,7 @@ import http.client
 import os
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 __all__ = ["first_event_us", "fsync_latency_us"]
@@ -49,21 +49,22 @@ def fsync_latency_us(directory: Path, count: int = 200) -> float:
 def first_event_us(
     port: int,
     path: str,
-    body: bytes,
+    body: Callable[[int], bytes],
     headers: Mapping[str, str],
     count: int,
     timeout_s: float = 30.0,
 ) -> float:
     """Median microseconds from sending a streaming request to 127.0.0.1:``port`` until
-    the first ``data:`` bytes of its answer arrive (each answer is then read to its end)."""
+    the first ``data:`` bytes of its answer arrive (each answer is then read to its end);
+    request ``i`` sends ``body(i)``."""
     if count < 1:
         raise ValueError("count must be at least 1")
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     samples: list[float] = []
     try:
-        for _ in range(count):
+        for number in range(count):
             started = time.perf_counter()
-            connection.request("POST", path, body=body, headers=dict(headers))
+            connection.request("POST", path, body=body(number), headers=dict(headers))
             response = connection.getresponse()
             if response.status != 200:
                 raise RuntimeError(f"answered {response.status}: {response.read()[:300]!r}")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import resource
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,7 +50,15 @@ from bench.servers import (
     pinned,
     stopping_cleanly,
 )
-from bench.wrk import WrkError, WrkResult, lua_script, run_wrk, wrk_command
+from bench.wrk import (
+    REFERENCE_LETTERS,
+    WrkError,
+    WrkResult,
+    lua_script,
+    reference,
+    run_wrk,
+    wrk_command,
+)
 from localgate.config import load_settings
 
 __all__ = ["main"]
@@ -70,11 +79,30 @@ _BODY_NOTES = {
 }
 
 
-def request_body(name: str) -> bytes:
-    """The bytes of one of the benchmark's request bodies (``BODY_NAMES``)."""
+# Where a body holds its request's own reference (seven letters, bench.wrk.reference): no
+# two requests send the same text, as no two users' prompts are the same. localgate
+# remembers the findings of a tenant's recent texts (a conversation's history comes back
+# every turn); a benchmark repeating one text would measure that memory, not detection.
+BODY_MARKER = b"{ref}"
+
+
+def body_template(name: str) -> bytes:
+    """One of the benchmark's request bodies (``BODY_NAMES``), with its ``BODY_MARKER``."""
     if name not in BODY_NAMES:
         raise ValueError(f"no request body called {name!r}")
     return (BODIES / f"{name}.json").read_bytes().strip()
+
+
+def request_body(name: str, number: int = 0) -> bytes:
+    """The bytes of request ``number`` with body ``name`` (its reference in place)."""
+    return body_template(name).replace(BODY_MARKER, reference(number))
+
+
+def varying_bodies(name: str) -> Callable[[int], bytes]:
+    """Request ``i``'s body, counted from a random start (so runs do not repeat texts)."""
+    start = random.randrange(26**REFERENCE_LETTERS // 2)
+    template = body_template(name)
+    return lambda i: template.replace(BODY_MARKER, reference(start + i))
 
 
 REQUEST_BODY = request_body("small")
@@ -184,6 +212,7 @@ class Bench:
         self._servers: list[ServerProcess] = []
         self._headers: dict[str, str] = {}
         self.body = request_body(options.body)
+        self.template = body_template(options.body)
         self.goals = goals_for(options.config)
         self._fsync_us: float | None = None
         self._events_per_answer: int | None = None
@@ -286,9 +315,12 @@ class Bench:
         )
         gateway.wait_ready(lambda: _answers(gateway_port, "/readyz", None), READY_DEADLINE_S)
 
-        self.script.write_text(lua_script("POST", self.body, headers))
+        self.script.write_text(lua_script("POST", self.template, headers, marker=BODY_MARKER))
         self.commands.lua = lua_script(
-            "POST", self.body, {**headers, "x-goog-api-key": "<tenant key from keys create>"}
+            "POST",
+            self.template,
+            {**headers, "x-goog-api-key": "<tenant key from keys create>"},
+            marker=BODY_MARKER,
         )
         targets = [
             Target(DIRECT, upstream_port, None),
@@ -385,7 +417,11 @@ class Bench:
         if scenario.streaming and scenario.connections == 1:
             try:
                 first_event = first_event_us(
-                    target.port, scenario.path, self.body, self._headers, FIRST_EVENT_PROBES
+                    target.port,
+                    scenario.path,
+                    varying_bodies(self.options.body),
+                    self._headers,
+                    FIRST_EVENT_PROBES,
                 )
             except (OSError, RuntimeError) as exc:
                 raise BenchError(f"timing {target.name}'s first stream event: {exc}") from exc

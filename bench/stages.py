@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.run import BODY_NAMES, MODEL, READY_DEADLINE_S, REPO, UPSTREAM_KEY, request_body
+from bench.run import BODY_NAMES, MODEL, READY_DEADLINE_S, REPO, UPSTREAM_KEY, varying_bodies
 from bench.servers import ServerProcess, clean_environment, free_ports, http_call
 
 __all__ = ["STAGES", "CpuStages", "main"]
@@ -268,7 +268,7 @@ async def _measure(
     cpu: CpuStages,
     *,
     stream: bool,
-    body: bytes,
+    body: Callable[[int], bytes],
     key: str,
     requests: int,
     passes: int,
@@ -278,18 +278,23 @@ async def _measure(
     of the loop's thread, and each other thread."""
     path = MODEL + (":streamGenerateContent" if stream else ":generateContent")
     query = b"alt=sse" if stream else b""
+    sent = 0
     for _ in range(warmup):
-        status, answer = await gateway.call(path, query, body, key)
+        status, answer = await gateway.call(path, query, body(sent), key)
+        sent += 1
         if status != 200:
             raise RuntimeError(f"the gateway answered {status}: {answer[:300]!r}")
     results = []
     for _ in range(passes):
+        # Made before the clock starts: each request its own text (bench.run.BODY_MARKER).
+        bodies = [body(sent + number) for number in range(requests)]
+        sent += requests
         cpu.reset()
         threads_before = _thread_cpu_s()
         started = time.thread_time()
-        for _ in range(requests):
+        for this in bodies:
             with cpu.stage(OTHER):
-                status, answer = await gateway.call(path, query, body, key)
+                status, answer = await gateway.call(path, query, this, key)
             if status != 200:
                 raise RuntimeError(f"the gateway answered {status}: {answer[:300]!r}")
         total = time.thread_time() - started
@@ -361,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(argv) if argv is not None else sys.argv[1:]
     if args.baseline is not None:
         return _compare(args, arguments)
-    body = request_body(args.body)
+    body = varying_bodies(args.body)
     with tempfile.TemporaryDirectory(prefix="localgate-stages-") as tmp, ExitStack() as stack:
         (port,) = free_ports(1)
         upstream = ServerProcess(
@@ -467,7 +472,7 @@ def _comparison(before: list[dict[str, float]], after: list[dict[str, float]]) -
 
 
 def _run(
-    args: argparse.Namespace, tmp: Path, upstream_url: str, body: bytes
+    args: argparse.Namespace, tmp: Path, upstream_url: str, body: Callable[[int], bytes]
 ) -> list[dict[str, float]]:
     import uvloop
 
@@ -492,9 +497,9 @@ def _run(
         try:
             if args.bare:
                 path = MODEL + (":streamGenerateContent" if args.stream else ":generateContent")
-                for _ in range(args.warmup + args.requests):
+                for this in [body(number) for number in range(args.warmup + args.requests)]:
                     status, answer = await gateway.call(
-                        path, b"alt=sse" if args.stream else b"", body, key
+                        path, b"alt=sse" if args.stream else b"", this, key
                     )
                     if status != 200:
                         raise RuntimeError(f"the gateway answered {status}: {answer[:300]!r}")

@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from bench.run import MODEL, READY_DEADLINE_S, REPO, REQUEST_BODY, UPSTREAM_KEY, CpuLayout
+from bench.run import (
+    BODY_MARKER,
+    MODEL,
+    READY_DEADLINE_S,
+    REPO,
+    UPSTREAM_KEY,
+    CpuLayout,
+    body_template,
+)
 from bench.servers import ServerProcess, clean_environment, create_tenant_key, free_ports, pinned
 from bench.wrk import lua_script, run_wrk, wrk_command
 
@@ -38,7 +46,7 @@ class Variant:
     config: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
     path: str = f"{MODEL}:generateContent"
-    body: bytes = REQUEST_BODY
+    body: bytes = body_template("small")
     bearer: bool = False
 
 
@@ -120,7 +128,10 @@ def compare(
             script = workdir / f"{variant.name}.lua"
             auth = {"authorization": f"Bearer {key}"} if variant.bearer else {"x-goog-api-key": key}
             headers = {"content-type": "application/json", **auth}
-            script.write_text(lua_script("POST", variant.body, headers), encoding="utf-8")
+            # Each request its own text, where the body has a place for it (bench.run).
+            script.write_text(
+                lua_script("POST", variant.body, headers, marker=BODY_MARKER), encoding="utf-8"
+            )
             process = server(
                 f"localgate-{variant.name}", [localgate, "serve", "--port", str(port)], env
             )

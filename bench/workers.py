@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.machine import Machine, MachineCpu, describe_machine
-from bench.run import MODEL, REPO, REQUEST_BODY
+from bench.run import BODY_MARKER, MODEL, REPO, REQUEST_BODY, body_template
 from bench.servers import (
     BenchError,
     ServerProcess,
@@ -132,7 +132,10 @@ def _run(options: argparse.Namespace) -> int:
             )
             gateway.wait_ready(partial(_answers, port, headers), READY_DEADLINE_S)
             script = root / f"post-{workers}.lua"
-            script.write_text(lua_script("POST", BODY, headers))
+            # Each request its own text (bench.run.BODY_MARKER).
+            script.write_text(
+                lua_script("POST", body_template("small"), headers, marker=BODY_MARKER)
+            )
             gateways[workers] = Gateway(workers, port, script, gateway)
         for warming in gateways.values():
             _wrk(warming.port, warming.script, options.warmup, load)

@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WrkError", "WrkResult", "lua_script", "lua_string", "run_wrk", "wrk_command"]
+__all__ = [
+    "REFERENCE_LETTERS",
+    "WrkError",
+    "WrkResult",
+    "lua_script",
+    "lua_string",
+    "reference",
+    "run_wrk",
+    "wrk_command",
+]
 
 _RESULT_PREFIX = "BENCH_RESULT "
 # Percentiles read from wrk's histogram; the keys of ``WrkResult.latency_us``.
@@ -62,12 +71,62 @@ class WrkResult:
         return self.requests / self.duration_s if self.duration_s else 0.0
 
 
-def lua_script(method: str, body: bytes, headers: Mapping[str, str]) -> str:
-    """A wrk script sending ``body`` with ``headers`` and reporting a ``BENCH_RESULT`` line."""
+def lua_script(
+    method: str, body: bytes, headers: Mapping[str, str], *, marker: bytes | None = None
+) -> str:
+    """A wrk script sending ``body`` with ``headers`` and reporting a ``BENCH_RESULT`` line.
+
+    With ``marker``, each request puts a reference of its own there (``reference``: seven
+    letters, counted up from a random start per run), so no two requests of a run, nor of
+    two runs, send the same text; without it, the marker (if any) is sent as it is.
+    """
     lines = [f"wrk.method = {lua_string(method)}", f"wrk.body = {lua_string(body)}"]
     lines += [f"wrk.headers[{lua_string(k)}] = {lua_string(v)}" for k, v in headers.items()]
     percentiles = ", ".join(f"{q:g}" for q in PERCENTILES)
-    return "\n".join(lines) + _DONE_HOOK % {"percentiles": percentiles, "prefix": _RESULT_PREFIX}
+    script = "\n".join(lines) + _DONE_HOOK % {"percentiles": percentiles, "prefix": _RESULT_PREFIX}
+    if marker is None or marker not in body:
+        return script
+    before, after = body.split(marker, 1)
+    return script + _VARYING_HOOK % {
+        "before": lua_string(before),
+        "after": lua_string(after),
+        "letters": REFERENCE_LETTERS,
+    }
+
+
+# Letters in a request's reference; 26^7 references, so runs starting at random places
+# hardly ever meet.
+REFERENCE_LETTERS = 7
+
+
+def reference(number: int) -> bytes:
+    """The reference of request ``number``: base 26 in lower-case letters (letters, so the
+    detector's digit-driven work is that of the body itself), as the wrk script makes it."""
+    letters = []
+    for _ in range(REFERENCE_LETTERS):
+        number, digit = divmod(number, 26)
+        letters.append(chr(ord("a") + digit))
+    return "".join(reversed(letters)).encode()
+
+
+# Builds each request's body around its reference (in Lua, as reference() does in Python).
+_VARYING_HOOK = """
+local before, after = %(before)s, %(after)s
+math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+local counter = math.random(0, 2000000000)
+local function reference(number)
+  local letters = {}
+  for i = %(letters)d, 1, -1 do
+    letters[i] = string.char(97 + number %% 26)
+    number = math.floor(number / 26)
+  end
+  return table.concat(letters)
+end
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, before .. reference(counter) .. after)
+end
+"""
 
 
 def wrk_command(

@@ -22,9 +22,16 @@ from bench.results import (
     Results,
     Scenario,
 )
-from bench.run import BODY_NAMES, goals_for, request_body
+from bench.run import (
+    BODY_MARKER,
+    BODY_NAMES,
+    body_template,
+    goals_for,
+    request_body,
+    varying_bodies,
+)
 from bench.stages import OTHER, UPSTREAM, CpuStages, _comparison
-from bench.wrk import WrkResult
+from bench.wrk import WrkResult, lua_script, lua_string, reference
 
 from localgate.redaction.validators import cn_resident_id
 from localgate.testing import FakeGemini
@@ -178,11 +185,34 @@ def test_the_fsync_probe_leaves_nothing_behind(tmp_path: Path) -> None:
 def test_the_first_event_probe_reads_a_real_stream() -> None:
     with FakeGemini() as fake:
         port = int(fake.base_url.rsplit(":", 1)[1])
-        body = request_body("small")
+        body = varying_bodies("small")
         path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
         assert first_event_us(port, path, body, {"content-type": "application/json"}, 3) > 0
+        # Each probe asks its own question: a gateway remembering texts is not flattered.
+        texts = {str(request.body) for request in fake.requests}
+        assert len(texts) == 3
         with pytest.raises(RuntimeError, match="answered 404"):
             first_event_us(port, "/nowhere", body, {}, 1)
+
+
+def test_every_request_of_a_run_sends_its_own_text() -> None:
+    """The bodies carry a reference per request (bench.wrk.reference, built alike by the
+    wrk script), so no text repeats within a run, nor, from a random start, across runs."""
+    bodies = varying_bodies("pii-dense")
+    sent = [bodies(i) for i in range(1000)]
+    assert len(set(sent)) == 1000
+    assert all(BODY_MARKER not in body for body in sent)
+    assert request_body("small", 0) != request_body("small", 1)
+    assert reference(0) == b"aaaaaaa"
+    assert reference(27) == b"aaaaabb"
+    template = body_template("pii-dense")
+    script = lua_script("POST", template, {}, marker=BODY_MARKER)
+    before, after = template.split(BODY_MARKER)
+    assert lua_string(before) in script
+    assert lua_string(after) in script
+    assert "request = function()" in script
+    # Without a marker the body is sent as it is, every time.
+    assert "request = function()" not in lua_script("POST", request_body("small"), {})
 
 
 def test_stage_cpu_is_counted_once_exclusive_of_nested_stages() -> None:
