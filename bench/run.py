@@ -66,16 +66,22 @@ __all__ = ["main"]
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "/v1beta/models/gemini-2.5-flash"
 BODIES = REPO / "bench" / "bodies"
-# The request bodies of ``--body``: a short question, and a ~2 KB customer-service ticket
+# The request bodies of ``--body``: a short question; a ~2 KB customer-service ticket
 # mixing Chinese and English, dense with personal data (mobile numbers, a resident ID,
-# e-mail addresses, names, addresses, a bank card), as such prompts are.
-BODY_NAMES = ("small", "pii-dense")
+# e-mail addresses, names, addresses, a bank card), as such prompts are; and a later turn
+# of a chat about that ticket, which sends its history again with every question.
+BODY_NAMES = ("small", "pii-dense", "conversation")
 _BODY_NOTES = {
     "small": "The request text contains no personal data.",
     "pii-dense": "The request body is `bench/bodies/pii-dense.json` (--body pii-dense): a "
     "~2 KB customer-service ticket mixing Chinese and English, with mobile numbers, a "
     "resident ID, e-mail addresses, names, addresses and a bank card; the fake upstream "
     "echoes the prompt, so localgate's answer carries placeholders to restore.",
+    "conversation": "The request body is `bench/bodies/conversation.json` (--body "
+    "conversation): the fifth turn of a chat about the PII-dense ticket (~4 KB: the ticket, "
+    "two answers restored with the customer's data, a follow-up), whose history every "
+    "request repeats and whose last question is new each time, as a chat application sends "
+    "it.",
 }
 
 
@@ -562,8 +568,9 @@ def _parse_args(argv: Sequence[str] | None) -> RunOptions:
         "--body",
         choices=BODY_NAMES,
         default="small",
-        help="request body: small (a short question, no personal data; the default) or "
-        "pii-dense (a ~2 KB Chinese/English customer-service ticket full of personal data)",
+        help="request body: small (a short question, no personal data; the default), "
+        "pii-dense (a ~2 KB Chinese/English customer-service ticket full of personal data) or "
+        "conversation (a later turn of a chat about that ticket, its history sent again)",
     )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.duration <= 0 or args.stream_duration <= 0 or args.warmup < 0:

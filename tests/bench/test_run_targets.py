@@ -166,7 +166,7 @@ def test_which_targets_follow_from_the_configuration() -> None:
 
 
 def test_the_pii_dense_body_is_about_2_kb_of_valid_json_with_a_valid_resident_id() -> None:
-    assert BODY_NAMES == ("small", "pii-dense")
+    assert BODY_NAMES == ("small", "pii-dense", "conversation")
     raw = request_body("pii-dense")
     assert 1900 <= len(raw) <= 2300
     text = json.loads(raw)["contents"][0]["parts"][0]["text"]
