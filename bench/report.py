@@ -278,7 +278,12 @@ def _method_section(
         "redaction, restoration and the audit trail are sized by. `make bench` runs the "
         "defaults with both (docs/benchmarks.md, docs/benchmarks-pii-dense.md); "
         "`python -m bench.stages --body pii-dense` splits the CPU per request by pipeline "
-        "stage, in process (docs/benchmarks-stages.md).",
+        "stage, in process (docs/benchmarks-stages.md); `--body conversation` is a later turn "
+        "of a chat about that ticket, its history sent again.",
+        "- Every request sends its own text: the bodies carry a seven-letter reference at "
+        "`{ref}`, counted up per request from a random start by the wrk script (and by the "
+        "first-event probe). localgate remembers the findings of each tenant's recent texts, "
+        "for conversations; repeating one text would measure that memory, not detection.",
         "",
         "Caveats: wrk is closed-loop (each connection sends its next request when the "
         "previous answer is in), so latencies at 64 connections are queueing at saturation, "
