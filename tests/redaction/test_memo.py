@@ -147,3 +147,24 @@ def test_a_conversation_sent_again_is_redacted_as_the_first_time(
     assert summaries[0] == {"CN_MOBILE": {"pseudonymize": 1}}
     # The answer echoed the phone number back restored: it counts in the history too.
     assert summaries[1] == {"CN_MOBILE": {"pseudonymize": 2}}
+
+
+def test_end_users_of_one_tenant_share_nothing_either(
+    gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remembered per tenant and end user (x-localgate-user): one user cannot time whether
+    a colleague sent a text; one user's conversation is still scanned once."""
+    scanned: list[str] = []
+    detect = Detector.detect
+
+    def counting(self: Detector, text: str) -> list[Finding]:
+        scanned.append(text)
+        return detect(self, text)
+
+    monkeypatch.setattr(Detector, "detect", counting)
+    text = f"客户的手机号 {PHONE}，请回电"
+    body = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+    for user in ("alice", "bob", "alice"):
+        response = gateway.generate(body, **{"x-localgate-user": user})
+        assert response.status_code == 200, response.text
+    assert scanned.count(text) == 2

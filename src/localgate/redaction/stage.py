@@ -192,7 +192,9 @@ class PolicyRedaction:
             self._detectors.for_policy(policy, rules),
             open_signature=lambda presented: signatures.open(tenant, presented),
             # A conversation's earlier turns come back with every request: scanned once.
-            remember_for=tenant,
+            # Remembered per tenant and end user (x-localgate-user): a conversation has
+            # one of each, and nobody can time what a colleague sent.
+            remember_for=f"{tenant}\x00{ctx.end_user or ''}",
         )
         try:
             _check_request_line(ctx, query, session)
