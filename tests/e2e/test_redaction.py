@@ -214,7 +214,9 @@ def test_redaction_failure_refuses_the_request(
     with gateway.client() as http:
         response = http.post(
             GENERATE,
-            json={"contents": [{"parts": [{"text": PROMPT}]}]},
+            # A text the gateway has not seen: one it remembers is not scanned again
+            # (docs/redaction.md, "Conversations").
+            json={"contents": [{"parts": [{"text": f"{PROMPT}，今天第一次"}]}]},
             headers={"x-goog-api-key": gateway.key},
         )
 

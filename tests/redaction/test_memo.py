@@ -168,3 +168,21 @@ def test_end_users_of_one_tenant_share_nothing_either(
         response = gateway.generate(body, **{"x-localgate-user": user})
         assert response.status_code == 200, response.text
     assert scanned.count(text) == 2
+
+
+def test_a_scan_that_failed_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failing closed holds for a text seen before: nothing is remembered of a scan that
+    raised, so the next request with it is scanned again (and refused again)."""
+    detector = Detector.builtin()
+    detect = detector.remembering("acme")
+    real = Detector.detect
+
+    def broken(self: Detector, text: str) -> list[Finding]:
+        raise RuntimeError("recognizer crashed")
+
+    monkeypatch.setattr(Detector, "detect", broken)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="recognizer crashed"):
+            detect(f"call me on {PHONE}")
+    monkeypatch.setattr(Detector, "detect", real)
+    assert [finding.type for finding in detect(f"call me on {PHONE}")] == ["CN_MOBILE"]
