@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from localgate.redaction import detector as detector_module
 from localgate.redaction.detector import Detector
@@ -119,6 +120,7 @@ def test_a_conversation_sent_again_is_redacted_as_the_first_time(
         return detect(self, text)
 
     monkeypatch.setattr(Detector, "detect", counting)
+    before = _texts(gateway)
     first_text = f"我的手机号是 {PHONE}，请记住"
     first_turn = {"role": "user", "parts": [{"text": first_text}]}
     first = gateway.generate({"contents": [first_turn]})
@@ -140,6 +142,10 @@ def test_a_conversation_sent_again_is_redacted_as_the_first_time(
     assert PHONE not in str(sent_second)
     assert sent_second[0] == sent_first[0]  # the same placeholder for the same value
     assert scanned.count(first_text) == 1
+    # What operators see: the history's texts counted as remembered.
+    after = _texts(gateway)
+    assert after["remembered"] - before["remembered"] >= 2  # the first turn, the model name
+    assert after["scanned"] - before["scanned"] == len(scanned)
     summaries = [
         gateway.audit_headers(response.headers["x-request-id"])[0]["redaction"]
         for response in (first, second)
@@ -147,6 +153,19 @@ def test_a_conversation_sent_again_is_redacted_as_the_first_time(
     assert summaries[0] == {"CN_MOBILE": {"pseudonymize": 1}}
     # The answer echoed the phone number back restored: it counts in the history too.
     assert summaries[1] == {"CN_MOBILE": {"pseudonymize": 2}}
+
+
+def _texts(gateway: RunningGateway) -> dict[str, float]:
+    """localgate_redaction_texts_total by source, as /metrics shows it."""
+    with gateway.client() as client:
+        text = client.get("/metrics").text
+    counts = {"remembered": 0.0, "scanned": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name == "localgate_redaction_texts":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[sample.labels["source"]] = sample.value
+    return counts
 
 
 def test_end_users_of_one_tenant_share_nothing_either(

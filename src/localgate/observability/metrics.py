@@ -109,6 +109,14 @@ class GatewayMetrics:
             ("upstream",),
             registry=self.registry,
         )
+        self.redaction_texts = Counter(
+            "localgate_redaction_texts",
+            "Texts the redaction stage looked at, by how their findings were had: scanned, or "
+            "remembered from an earlier request of the same tenant and user (a conversation's "
+            "history).",
+            ["source"],
+            registry=self.registry,
+        )
         self.restore_dangling = Counter(
             "localgate_restore_dangling_fragments",
             "Unfinished placeholder fragments emitted as they were at the end of a stream.",

@@ -88,7 +88,9 @@ class Detector:
             for found in self._detect(revealed.text)
         ]
 
-    def remembering(self, scope: str) -> Callable[[str], list[Finding]]:
+    def remembering(
+        self, scope: str, counted: Callable[[bool], None] | None = None
+    ) -> Callable[[str], list[Finding]]:
         """``detect``, remembering the findings of the texts seen lately in ``scope`` (a
         tenant).
 
@@ -97,15 +99,20 @@ class Detector:
         the text alone, so a remembered answer is the one a scan would give. Scopes never
         share an entry: how fast a text is answered says nothing about what another tenant
         sent. The texts themselves are not kept, only their digests and findings.
+        ``counted`` hears, for each text, whether it was remembered.
         """
-        return functools.partial(self._remembered, scope)
+        return functools.partial(self._remembered, scope, counted)
 
-    def _remembered(self, scope: str, text: str) -> list[Finding]:
+    def _remembered(
+        self, scope: str, counted: Callable[[bool], None] | None, text: str
+    ) -> list[Finding]:
         if not text:
             return []
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
         key = (scope, digest.digest())
         found = self._memo.get(key)
+        if counted is not None:
+            counted(found is not None)
         if found is None:
             found = tuple(self.detect(text))
             self._memo.put(key, found)

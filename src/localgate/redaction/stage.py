@@ -67,6 +67,7 @@ def _session(
     reversible: bool = True,
     open_signature: Callable[[object], str | None] | None = None,
     remember_for: str | None = None,
+    counted: Callable[[bool], None] | None = None,
 ) -> RedactionSession:
     return RedactionSession(
         policy,
@@ -75,7 +76,7 @@ def _session(
         {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
         reversible=reversible,
         open_signature=open_signature,
-        detect=None if remember_for is None else detector.remembering(remember_for),
+        detect=None if remember_for is None else detector.remembering(remember_for, counted),
     )
 
 
@@ -165,6 +166,8 @@ class PolicyRedaction:
         # builds its key on every call: ~1 us, several times a request). Types and actions
         # come from the configuration, so this stays small.
         self._series: dict[tuple[str, str], Any] = {}
+        self._remembered = metrics.redaction_texts.labels("remembered")
+        self._scanned = metrics.redaction_texts.labels("scanned")
 
     def prepare(self, snapshot: PolicySnapshot) -> None:
         """Build the detectors of a policy snapshot before it is used: at start, and for
@@ -195,6 +198,7 @@ class PolicyRedaction:
             # Remembered per tenant and end user (x-localgate-user): a conversation has
             # one of each, and nobody can time what a colleague sent.
             remember_for=f"{tenant}\x00{ctx.end_user or ''}",
+            counted=self._texts,
         )
         try:
             _check_request_line(ctx, query, session)
@@ -263,6 +267,9 @@ class PolicyRedaction:
         ctx.redaction_summary = dict(session.counts)
         ctx.allowed_values = frozenset(session.allowed_values)
         return redacted
+
+    def _texts(self, remembered: bool) -> None:
+        (self._remembered if remembered else self._scanned).inc()
 
     @staticmethod
     def _scanner(state: _State) -> RedactionSession | None:
