@@ -106,20 +106,26 @@ def test_the_memory_is_bounded_and_forgets_the_least_recently_used(
     assert counting.scans == 4
 
 
+@pytest.fixture
+def scanned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the gateway's detectors scan (not those they remember), in order."""
+    texts: list[str] = []
+    detect = Detector.detect
+
+    def counting(self: Detector, text: str) -> list[Finding]:
+        texts.append(text)
+        return detect(self, text)
+
+    monkeypatch.setattr(Detector, "detect", counting)
+    return texts
+
+
 def test_a_conversation_sent_again_is_redacted_as_the_first_time(
-    gateway: RunningGateway, upstream: FakeGemini, monkeypatch: pytest.MonkeyPatch
+    gateway: RunningGateway, upstream: FakeGemini, scanned: list[str]
 ) -> None:
     """The second turn carries the first turn and the model's answer again: the upstream
     receives them redacted as it did the first time, without scanning the first turn
     again, and the counts (audit record) include the values in the history."""
-    scanned: list[str] = []
-    detect = Detector.detect
-
-    def counting(self: Detector, text: str) -> list[Finding]:
-        scanned.append(text)
-        return detect(self, text)
-
-    monkeypatch.setattr(Detector, "detect", counting)
     before = _texts(gateway)
     first_text = f"我的手机号是 {PHONE}，请记住"
     first_turn = {"role": "user", "parts": [{"text": first_text}]}
@@ -169,18 +175,10 @@ def _texts(gateway: RunningGateway) -> dict[str, float]:
 
 
 def test_end_users_of_one_tenant_share_nothing_either(
-    gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+    gateway: RunningGateway, scanned: list[str]
 ) -> None:
     """Remembered per tenant and end user (x-localgate-user): one user cannot time whether
     a colleague sent a text; one user's conversation is still scanned once."""
-    scanned: list[str] = []
-    detect = Detector.detect
-
-    def counting(self: Detector, text: str) -> list[Finding]:
-        scanned.append(text)
-        return detect(self, text)
-
-    monkeypatch.setattr(Detector, "detect", counting)
     text = f"客户的手机号 {PHONE}，请回电"
     body = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
     for user in ("alice", "bob", "alice"):
