@@ -19,7 +19,7 @@ from itertools import accumulate
 from operator import itemgetter
 
 from localgate.redaction.findings import Finding
-from localgate.redaction.recognizers import Prefilters, Scan, matches_at, occurrences
+from localgate.redaction.recognizers import Prefilters, Scan, matches_at
 
 __all__ = ["NameRecognizer"]
 
@@ -279,10 +279,11 @@ class _Words:
     instead of visiting every word in Python.
     """
 
-    __slots__ = ("_tag_text", "starts", "tagged")
+    __slots__ = ("_tag_text", "starts", "stretches", "tagged")
 
     def __init__(self, text: str, stretches: list[tuple[int, int]]) -> None:
         tag = _tagger().tag  # type: ignore[attr-defined]
+        self.stretches = stretches  # the parts of the text segmented, in order
         self.tagged: list[tuple[str, str]] = []
         self.starts: list[int] = []  # where each word starts in the text
         for low, high in stretches:
@@ -363,13 +364,20 @@ def _cued_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
 def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator[Finding]:
     """Names the segmenter missed, found by a role before them or a title after them."""
     after_cue, before_title = _cued_patterns()
+    # A name is Chinese characters, so it lies in a segmented stretch, and it must start
+    # a word there; its cue ends at most two characters before it. The cue pattern is
+    # searched only from that far before each stretch to its end (the windows merged
+    # where they meet), not through the English between them: every match the whole
+    # text has lies in one window, and none crosses a window's start. _cued_people on the
+    # 1.5 KB mixed prompt: 141,000 -> 85,000 instructions compiled (callgrind).
+    windows = _cue_windows(words.stretches) if cued else []
     # A name before a title starts two to four characters before it (a surname of one
     # or two, a given name of one or two): the pattern is tried only there, not at every
-    # surname character.
+    # surname character. Name and title are Chinese, so only the stretches are looked in.
     title_starts = (
         {
             at - length
-            for at in occurrences(text, _TITLES_AFTER)
+            for at in _occurrences_within(text, _TITLES_AFTER, words.stretches)
             for length in (2, 3, 4)
             if at >= length
         }
@@ -377,7 +385,7 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
         else set()
     )
     for matches, score in (
-        (after_cue.finditer(text) if cued else (), 0.85),
+        ([m for low, high in windows for m in after_cue.finditer(text, low, high)], 0.85),
         (matches_at(before_title, text, sorted(title_starts)), 0.8),
     ):
         for match in matches:
@@ -393,6 +401,37 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
             if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
                 continue  # 成都锦程物流有限公司 is a company
             yield Finding(start, start + len(name), "PERSON", score)
+
+
+# How far before a name its cue can start: the longest cue and two separators.
+_CUE_REACH = max(map(len, _NAME_CUES)) + 2
+
+
+def _cue_windows(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches, each widened to start ``_CUE_REACH`` characters earlier, merged
+    where they then meet or overlap."""
+    windows: list[tuple[int, int]] = []
+    for low, high in stretches:
+        low = max(0, low - _CUE_REACH)
+        if windows and windows[-1][1] >= low:
+            windows[-1] = (windows[-1][0], high)
+        else:
+            windows.append((low, high))
+    return windows
+
+
+def _occurrences_within(
+    text: str, needles: tuple[str, ...], spans: list[tuple[int, int]]
+) -> list[int]:
+    """Where any of ``needles`` lies wholly inside one of ``spans`` of ``text``."""
+    found = []
+    for needle in needles:
+        for low, high in spans:
+            at = text.find(needle, low, high)
+            while at >= 0:
+                found.append(at)
+                at = text.find(needle, at + 1, high)
+    return found
 
 
 def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator[Finding]:
