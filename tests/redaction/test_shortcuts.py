@@ -294,6 +294,13 @@ def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None
     assert list(zip(cut.starts, cut.tagged, strict=True)) == expected
 
 
+def test_address_endings_are_tested_by_their_last_one_or_two_characters() -> None:
+    # _chinese_addresses looks a word's last one and two characters up instead of calling
+    # endswith with every ending: exact while no ending is longer.
+    assert {len(ending) for ending in names._ADDRESS_ENDINGS} <= {1, 2}
+    assert set(names._ADDRESS_ENDINGS) == names._ADDRESS_ENDINGS_1 | names._ADDRESS_ENDINGS_2
+
+
 def reference_english_people(text: str) -> list[Finding]:
     """The English name rule as first written: every candidate, one word or more, through
     the whole rule."""
