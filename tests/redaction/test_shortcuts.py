@@ -6,7 +6,8 @@ word it needs is in the text; the IPv6, secret and e-mail recognizers try their 
 only where a match can begin; patterns begin with a character, not a look-behind, so that
 re can skip to where one can begin; the name rules run only where their RE2 gate
 matches, and jieba segments only the stretches that hold Chinese (long runs of other
-text between them are left out, cut after a space or a newline). Each shortcut is exact
+text between them are left out, cut after a space or a newline), where alone the cued
+name rule looks for its cues and titles. Each shortcut is exact
 only while its assumption holds (a prefilter or gate matches wherever its rule finds
 something; no windowed pattern crosses a newline; the start positions include every
 possible start; jieba cuts between words at every space and newline); these properties
@@ -195,7 +196,8 @@ WITH_NAMES = Detector([NAMES])
 # Pieces that wake every name rule and its gate, with the line breaks and whitespace
 # that the gates and the line-by-line segmentation must get right.
 NAME_PIECES = st.sampled_from(
-    ["客户", "联系人：", "Hi", "您好", "张伟", "欧阳娜娜", "东方", "彭志强", "先生", "经理",
+    ["客户", "联系人：", "法定代表人:", "Hi", "您好", "张伟", "欧阳娜娜", "东方", "彭志强", "先生",
+     "经理",
      "北京市朝阳区建国路88号", "上海市静安区南京西路337号东方大厦702室", "2单元1202室",
      "住在", "来电", "的", "，", "。", "：", " ", "\n", "\n", "\r\n", "\u2028", "\x85",
      "\u3000", "\t", "Mr.", "Dr ", "Dear ", "customer: ", "John Smith", "Kevin Q. Jones",
@@ -290,6 +292,13 @@ def test_stretches_are_segmented_as_in_the_whole_text(pieces: list[str]) -> None
         if any(low <= start < high for low, high in stretches)
     ]
     assert list(zip(cut.starts, cut.tagged, strict=True)) == expected
+
+
+def test_address_endings_are_tested_by_their_last_one_or_two_characters() -> None:
+    # _chinese_addresses looks a word's last one and two characters up instead of calling
+    # endswith with every ending: exact while no ending is longer.
+    assert {len(ending) for ending in names._ADDRESS_ENDINGS} <= {1, 2}
+    assert set(names._ADDRESS_ENDINGS) == names._ADDRESS_ENDINGS_1 | names._ADDRESS_ENDINGS_2
 
 
 def reference_english_people(text: str) -> list[Finding]:

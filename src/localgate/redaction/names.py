@@ -19,7 +19,7 @@ from itertools import accumulate
 from operator import itemgetter
 
 from localgate.redaction.findings import Finding
-from localgate.redaction.recognizers import Prefilters, Scan, matches_at, occurrences
+from localgate.redaction.recognizers import Prefilters, Scan, matches_at
 
 __all__ = ["NameRecognizer"]
 
@@ -84,6 +84,10 @@ _ADDRESS_ENDINGS = (
     "号", "室", "层", "楼", "栋", "幢", "座", "单元", "弄", "巷", "胡同", "路", "街", "大道", "村",
     "小区", "大厦", "广场", "公寓", "花园", "中心", "苑", "段",
 )  # fmt: skip
+# The endings by length, to test a word's last one and two characters against in a set
+# lookup each, instead of endswith trying all 23.
+_ADDRESS_ENDINGS_1 = frozenset(ending for ending in _ADDRESS_ENDINGS if len(ending) == 1)
+_ADDRESS_ENDINGS_2 = frozenset(ending for ending in _ADDRESS_ENDINGS if len(ending) == 2)
 _ADDRESS_JOINERS = frozenset({"-", "#"})  # text arrives width-folded
 # Words that end an address run even though they are Chinese words.
 _ADDRESS_STOPS = frozenset(
@@ -279,10 +283,11 @@ class _Words:
     instead of visiting every word in Python.
     """
 
-    __slots__ = ("_tag_text", "starts", "tagged")
+    __slots__ = ("_tag_text", "starts", "stretches", "tagged")
 
     def __init__(self, text: str, stretches: list[tuple[int, int]]) -> None:
         tag = _tagger().tag  # type: ignore[attr-defined]
+        self.stretches = stretches  # the parts of the text segmented, in order
         self.tagged: list[tuple[str, str]] = []
         self.starts: list[int] = []  # where each word starts in the text
         for low, high in stretches:
@@ -363,13 +368,20 @@ def _cued_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
 def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator[Finding]:
     """Names the segmenter missed, found by a role before them or a title after them."""
     after_cue, before_title = _cued_patterns()
+    # A name is Chinese characters, so it lies in a segmented stretch, and it must start
+    # a word there; its cue ends at most two characters before it. The cue pattern is
+    # searched only from that far before each stretch to its end (the windows merged
+    # where they meet), not through the English between them: every match the whole
+    # text has lies in one window, and none crosses a window's start. _cued_people on the
+    # 1.5 KB mixed prompt: 141,000 -> 85,000 instructions compiled (callgrind).
+    windows = _cue_windows(words.stretches) if cued else []
     # A name before a title starts two to four characters before it (a surname of one
     # or two, a given name of one or two): the pattern is tried only there, not at every
-    # surname character.
+    # surname character. Name and title are Chinese, so only the stretches are looked in.
     title_starts = (
         {
             at - length
-            for at in occurrences(text, _TITLES_AFTER)
+            for at in _occurrences_within(text, _TITLES_AFTER, words.stretches)
             for length in (2, 3, 4)
             if at >= length
         }
@@ -377,7 +389,7 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
         else set()
     )
     for matches, score in (
-        (after_cue.finditer(text) if cued else (), 0.85),
+        ([m for low, high in windows for m in after_cue.finditer(text, low, high)], 0.85),
         (matches_at(before_title, text, sorted(title_starts)), 0.8),
     ):
         for match in matches:
@@ -393,6 +405,37 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
             if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
                 continue  # 成都锦程物流有限公司 is a company
             yield Finding(start, start + len(name), "PERSON", score)
+
+
+# How far before a name its cue can start: the longest cue and two separators.
+_CUE_REACH = max(map(len, _NAME_CUES)) + 2
+
+
+def _cue_windows(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches, each widened to start ``_CUE_REACH`` characters earlier, merged
+    where they then meet or overlap."""
+    windows: list[tuple[int, int]] = []
+    for low, high in stretches:
+        low = max(0, low - _CUE_REACH)
+        if windows and windows[-1][1] >= low:
+            windows[-1] = (windows[-1][0], high)
+        else:
+            windows.append((low, high))
+    return windows
+
+
+def _occurrences_within(
+    text: str, needles: tuple[str, ...], spans: list[tuple[int, int]]
+) -> list[int]:
+    """Where any of ``needles`` lies wholly inside one of ``spans`` of ``text``."""
+    found = []
+    for needle in needles:
+        for low, high in spans:
+            at = text.find(needle, low, high)
+            while at >= 0:
+                found.append(at)
+                at = text.find(needle, at + 1, high)
+    return found
 
 
 def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator[Finding]:
@@ -463,7 +506,8 @@ def _chinese_addresses(words: _Words) -> Iterator[Finding]:
             )
             if not addressy or token_word in _ADDRESS_STOPS:
                 break
-            if token_word.endswith(_ADDRESS_ENDINGS):
+            # token_word.endswith(_ADDRESS_ENDINGS): the endings are one or two long.
+            if token_word[-1:] in _ADDRESS_ENDINGS_1 or token_word[-2:] in _ADDRESS_ENDINGS_2:
                 last_ending = cursor
             cursor += 1
         if last_ending is not None:
