@@ -137,6 +137,9 @@ class AuditStore:
         self._synchronous = synchronous
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # Whether the writer thread runs: from ``start`` until ``_run`` returns or raises
+        # (read on every append; ``Thread.is_alive`` cost a lock and two calls each time).
+        self._running = False
         self._forget = threading.Event()
         # The AEAD of each data key in use, by key id (the writer thread's; dropped with
         # the keyring's cache).
@@ -161,7 +164,12 @@ class AuditStore:
         if self._db.dialect == "sqlite":
             self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
-        self._thread.start()
+        self._running = True
+        try:
+            self._thread.start()
+        except BaseException:
+            self._running = False
+            raise
 
     def close(self) -> None:
         """Write what is queued, then stop."""
@@ -174,7 +182,7 @@ class AuditStore:
     @property
     def writer_alive(self) -> bool:
         """Whether the writer thread is running (a dead one would leave records queued)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._running and self._thread is not None
 
     def submit(self, record: PendingRecord) -> Future[Receipt]:
         """Queue a record; the future resolves when it is durable (or fails)."""
@@ -214,6 +222,12 @@ class AuditStore:
         return future
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._running = False
+
+    def _serve(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
