@@ -52,10 +52,10 @@ def test_refused_completion_is_spooled_encrypted_and_written_later(
     stage = TrailAudit(store, spool)
     working = store.append
 
-    def refusing(record: PendingRecord) -> asyncio.Future[Receipt]:
-        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
-        future.set_exception(OSError("database is locked"))
-        return future
+    def refusing(
+        record: PendingRecord, waiter: asyncio.Future[Receipt] | None = None
+    ) -> asyncio.Future[Receipt]:
+        return refused(OSError("database is locked"), waiter)
 
     async def scenario() -> int:
         monkeypatch.setattr(store, "append", refusing)
@@ -112,9 +112,19 @@ class FullDisk:
         self.full = False
 
 
-def refusing(record: PendingRecord) -> asyncio.Future[Receipt]:
+def refusing(
+    record: PendingRecord, waiter: asyncio.Future[Receipt] | None = None
+) -> asyncio.Future[Receipt]:
+    return refused(sqlite3.OperationalError("database or disk is full"), waiter)
+
+
+def refused(error: Exception, waiter: asyncio.Future[Receipt] | None) -> asyncio.Future[Receipt]:
+    """What ``AuditStore.append`` answers when the store refuses a record: its future
+    failed, and the caller's ``waiter`` with it."""
     future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
-    future.set_exception(sqlite3.OperationalError("database or disk is full"))
+    future.set_exception(error)
+    if waiter is not None:
+        waiter.set_exception(error)
     return future
 
 
@@ -297,9 +307,10 @@ def test_a_cancelled_request_still_gets_its_completion_record(
 def test_a_cancelled_request_whose_completion_the_store_refuses_is_spooled_or_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spool_works: bool
 ) -> None:
-    # The stage awaits the store's own future (no task around it): when the request's task
-    # is cancelled and the store refuses the record afterwards, nobody awaits it any more,
-    # and the record must still reach the spool, else the held list.
+    # The stage awaits a waiter the store settles with its own future (no task around
+    # it): when the request's task is cancelled and the store refuses the record
+    # afterwards, nobody awaits it any more, and the record must still reach the spool,
+    # else the held list.
     master, store = audit_store(tmp_path)
     store.start()
     spool = Spool(tmp_path / "audit.spool", master)
@@ -307,12 +318,15 @@ def test_a_cancelled_request_whose_completion_the_store_refuses_is_spooled_or_he
     pending: list[asyncio.Future[Receipt]] = []
     appended = asyncio.Event()
 
-    def queued(record: PendingRecord) -> asyncio.Future[Receipt]:
-        # The first record waits for the test to refuse it; any later one (the last
-        # retry at close) is refused at once.
-        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+    def queued(
+        record: PendingRecord, waiter: asyncio.Future[Receipt] | None = None
+    ) -> asyncio.Future[Receipt]:
+        # The first record waits for the test to refuse it (its waiter is cancelled with
+        # the request first); any later one (the last retry at close) is refused at once.
         if pending:
-            future.set_exception(OSError("database is locked"))
+            future = refused(OSError("database is locked"), waiter)
+        else:
+            future = asyncio.get_running_loop().create_future()
         pending.append(future)
         appended.set()
         return future

@@ -280,11 +280,13 @@ def test_a_completion_record_the_store_refuses_shows_in_the_spool_until_it_is_re
     monkeypatch.setattr(SqliteDatabase, "commit", commit)
     original_append = AuditStore.append
 
-    def append(store: AuditStore, record: PendingRecord) -> asyncio.Future[Receipt]:
+    def append(
+        store: AuditStore, record: PendingRecord, waiter: asyncio.Future[Receipt] | None = None
+    ) -> asyncio.Future[Receipt]:
         # The request record goes in; the store refuses from the completion record on.
         if record.kind == "answer":
             refusing.set()
-        return original_append(store, record)
+        return original_append(store, record, waiter)
 
     monkeypatch.setattr(AuditStore, "append", append)
     with run_gateway(data, upstream.base_url) as gateway:

@@ -105,9 +105,13 @@ class _Probe:
     commit: bool
 
 
-# Who waits for a record: a future of any thread (``submit``), or one of an event loop
-# (``append``), settled on that loop.
-_Waiter = Future[Receipt] | asyncio.Future[Receipt]
+# Who waits for a record: a future of any thread (``submit``), or one or two of an event
+# loop (``append``), settled on that loop.
+_Waiter = (
+    Future[Receipt]
+    | asyncio.Future[Receipt]
+    | tuple[asyncio.Future[Receipt], asyncio.Future[Receipt]]
+)
 _Item = tuple[PendingRecord, _Waiter] | _Probe
 
 
@@ -137,6 +141,9 @@ class AuditStore:
         self._synchronous = synchronous
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # Whether the writer thread runs: from ``start`` until ``_run`` returns or raises
+        # (read on every append; ``Thread.is_alive`` cost a lock and two calls each time).
+        self._running = False
         self._forget = threading.Event()
         # The AEAD of each data key in use, by key id (the writer thread's; dropped with
         # the keyring's cache).
@@ -161,7 +168,12 @@ class AuditStore:
         if self._db.dialect == "sqlite":
             self._db.execute(f"PRAGMA synchronous={self._synchronous}")
         self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
-        self._thread.start()
+        self._running = True
+        try:
+            self._thread.start()
+        except BaseException:
+            self._running = False
+            raise
 
     def close(self) -> None:
         """Write what is queued, then stop."""
@@ -174,7 +186,7 @@ class AuditStore:
     @property
     def writer_alive(self) -> bool:
         """Whether the writer thread is running (a dead one would leave records queued)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._running and self._thread is not None
 
     def submit(self, record: PendingRecord) -> Future[Receipt]:
         """Queue a record; the future resolves when it is durable (or fails)."""
@@ -185,17 +197,26 @@ class AuditStore:
             self._queue.put((record, future))
         return future
 
-    def append(self, record: PendingRecord) -> asyncio.Future[Receipt]:
+    def append(
+        self, record: PendingRecord, waiter: asyncio.Future[Receipt] | None = None
+    ) -> asyncio.Future[Receipt]:
         """Queue a record from the running event loop; the future resolves on that loop
         when the record is durable (or fails).
 
         Cancelling the future does not withdraw the record: it is written all the same.
+        ``waiter``, another future of the loop, is settled alike in the same pass: one for
+        a task to await, which its cancellation cancels, while the returned future still
+        tells how the record fared (what ``asyncio.shield`` gives, without the loop
+        iteration and the callbacks it adds per record).
         """
         future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
         if not self.writer_alive:
-            future.set_exception(RuntimeError("the audit writer is not running"))
+            error = RuntimeError("the audit writer is not running")
+            future.set_exception(error)
+            if waiter is not None:
+                waiter.set_exception(error)
         else:
-            self._queue.put((record, future))
+            self._queue.put((record, future if waiter is None else (future, waiter)))
         return future
 
     def probe(self, *, commit: bool = False) -> Future[None]:
@@ -214,6 +235,12 @@ class AuditStore:
         return future
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._running = False
+
+    def _serve(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
@@ -456,6 +483,10 @@ def _settle(
                 waiter.set_result(receipt)
             elif error is not None:
                 waiter.set_exception(error)
+        elif isinstance(waiter, tuple):
+            settled = loops.setdefault(waiter[0].get_loop(), [])
+            settled.append((waiter[0], receipt))
+            settled.append((waiter[1], receipt))
         else:
             loops.setdefault(waiter.get_loop(), []).append((waiter, receipt))
     for loop, settled in loops.items():
