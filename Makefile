@@ -68,6 +68,8 @@ bench: $(VENV)/.dev $(VENV)/.native
 	# targets), and its CPU per request stage by stage, in process.
 	$(BIN)/python -m bench.run --body pii-dense --out docs/benchmarks-pii-dense.md
 	$(BIN)/python -m bench.stages --body pii-dense --out docs/benchmarks-stages.md
+	# A chat's fifth turn: its history is remembered, not scanned again (docs/redaction.md).
+	$(BIN)/python -m bench.stages --body conversation --out docs/benchmarks-stages-conversation.md
 	$(BIN)/python -m bench.run --config bench/configs/core.yaml --out docs/benchmarks-core.md
 	$(BIN)/python -m bench.audit --out docs/benchmarks-audit.md
 	# The limits' cost: needs a Redis server (LOCALGATE_REDIS_URL, default the local one, db 13).
