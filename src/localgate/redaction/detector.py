@@ -176,6 +176,3 @@ class _Memo:
             self._entries[key] = found
             if len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)

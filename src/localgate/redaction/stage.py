@@ -20,6 +20,7 @@ from localgate.policy.snapshot import PolicySnapshot
 from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
 from localgate.redaction.custom import VALIDATORS, CustomRecognizer
 from localgate.redaction.detector import Detector
+from localgate.redaction.findings import Finding
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import PolicyBlocked, RedactionSession, spaced
 from localgate.redaction.signatures import SignatureSeal, seal_answer
@@ -66,8 +67,7 @@ def _session(
     *,
     reversible: bool = True,
     open_signature: Callable[[object], str | None] | None = None,
-    remember_for: str | None = None,
-    counted: Callable[[bool], None] | None = None,
+    detect: Callable[[str], list[Finding]] | None = None,
 ) -> RedactionSession:
     return RedactionSession(
         policy,
@@ -76,7 +76,7 @@ def _session(
         {rule.type: rule.replacement for rule in rules if rule.replacement is not None},
         reversible=reversible,
         open_signature=open_signature,
-        detect=None if remember_for is None else detector.remembering(remember_for, counted),
+        detect=detect,
     )
 
 
@@ -189,16 +189,16 @@ class PolicyRedaction:
         started = time.perf_counter()
         signatures = self._signatures
         rules = ctx.policy.redaction_rules
+        detector = self._detectors.for_policy(policy, rules)
         session = _session(
             policy,
             rules,
-            self._detectors.for_policy(policy, rules),
+            detector,
             open_signature=lambda presented: signatures.open(tenant, presented),
             # A conversation's earlier turns come back with every request: scanned once.
             # Remembered per tenant and end user (x-localgate-user): a conversation has
             # one of each, and nobody can time what a colleague sent.
-            remember_for=f"{tenant}\x00{ctx.end_user or ''}",
-            counted=self._texts,
+            detect=detector.remembering(f"{tenant}\x00{ctx.end_user or ''}", self._texts),
         )
         try:
             _check_request_line(ctx, query, session)
