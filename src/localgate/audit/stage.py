@@ -62,6 +62,7 @@ class TrailAudit:
             metrics.audit_completions_held.set_function(lambda: len(self._held))
             metrics.audit_spool_records.set_function(lambda: len(spool))
             store.on_batch = metrics.observe_audit_batch
+            store.in_flight = lambda: metrics.in_flight
 
     @property
     def held(self) -> int:

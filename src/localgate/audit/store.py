@@ -53,6 +53,9 @@ __all__ = [
 logger = logging.getLogger("localgate.audit")
 
 _MAX_BATCH = 1024
+# Group commit waits for more records only while at least this many other requests are in
+# flight (as PostgreSQL's commit_siblings): with fewer, a wait mostly costs latency.
+_SIBLINGS = 4
 _INSERT_RECORD = (
     "INSERT INTO audit_log (tenant, seq, kind, request_id, recorded_at, header, payload, "
     "original, leaf_hash) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -132,6 +135,7 @@ class AuditStore:
         *,
         key_period: str = "day",
         synchronous: str = "FULL",
+        commit_delay_s: float = 0.0,
     ) -> None:
         self._connect = connect
         self.suite = suite
@@ -156,6 +160,13 @@ class AuditStore:
         self.last_failure: str | None = None
         # Told each batch's size and the seconds it took to write (on the writer thread).
         self.on_batch: Callable[[int, float], None] | None = None
+        # Group commit's patience (``audit.commit_delay_ms``): while enough other requests
+        # are in flight (``in_flight``, told by the gateway; read on the writer thread),
+        # the writer waits up to this long for their records before it commits a batch.
+        # Every request has at most one record queued at a time (it awaits each), so the
+        # wait ends early once each request in flight has one in the batch.
+        self.commit_delay_s = commit_delay_s
+        self.in_flight: Callable[[], int] | None = None
         self._db = connect()
         upgrade_schema(self._db.sqlalchemy_url)
         self._check_suite()
@@ -247,22 +258,9 @@ class AuditStore:
                 return
             batch: list[tuple[PendingRecord, _Waiter]] = []
             probes: list[_Probe] = []
-            stop = False
-            while True:
-                if isinstance(item, _Probe):
-                    probes.append(item)
-                else:
-                    batch.append(item)
-                if len(batch) >= _MAX_BATCH:
-                    break
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                item = more
+            stop = self._gather(item, batch, probes)
+            if not stop and batch and self._siblings_coming(len(batch)):
+                stop = self._wait_for_siblings(batch, probes)
             if batch:
                 started = time.perf_counter()
                 self._write(batch)
@@ -272,6 +270,54 @@ class AuditStore:
                 self._probe(probe)
             if stop:
                 return
+
+    def _gather(
+        self, item: _Item, batch: list[tuple[PendingRecord, _Waiter]], probes: list[_Probe]
+    ) -> bool:
+        """Add ``item`` and whatever else is queued to the batch; True if told to stop."""
+        while True:
+            if isinstance(item, _Probe):
+                probes.append(item)
+            else:
+                batch.append(item)
+            if len(batch) >= _MAX_BATCH:
+                return False
+            try:
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if more is None:
+                return True
+            item = more
+
+    def _siblings_coming(self, batched: int) -> bool:
+        """Whether enough requests in flight have no record in the batch yet to wait for."""
+        in_flight = self.in_flight
+        return (
+            self.commit_delay_s > 0
+            and batched < _MAX_BATCH
+            and in_flight is not None
+            and in_flight() - batched >= _SIBLINGS
+        )
+
+    def _wait_for_siblings(
+        self, batch: list[tuple[PendingRecord, _Waiter]], probes: list[_Probe]
+    ) -> bool:
+        """Group commit: add the records that arrive within ``commit_delay_s`` (while
+        enough requests in flight have none in the batch); True if told to stop."""
+        deadline = time.monotonic() + self.commit_delay_s
+        while True:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return False
+            try:
+                item = self._queue.get(timeout=wait)
+            except queue.Empty:
+                return False
+            if item is None or self._gather(item, batch, probes):
+                return True
+            if not self._siblings_coming(len(batch)):
+                return False
 
     def _probe(self, probe: _Probe) -> None:
         if not probe.future.set_running_or_notify_cancel():

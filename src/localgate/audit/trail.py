@@ -284,6 +284,7 @@ class AuditTrail:
             CipherSuite(settings.audit.suite),
             key_period=settings.audit.key_period,
             synchronous=settings.audit.synchronous.upper(),
+            commit_delay_s=settings.audit.commit_delay_ms / 1000,
         )
         spool = Spool(_spool_path(settings), master)
         stage = TrailAudit(

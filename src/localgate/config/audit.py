@@ -19,6 +19,9 @@ class AuditSettings(Section):
     postgres_dsn: str | None = Field(None, repr=False)  # may hold a password
     sqlite_path: Path | None = None
     synchronous: Literal["full", "normal"] = "full"
+    # Group commit: while at least 4 other requests are in flight, the writer waits up to
+    # this long for their records before committing a batch (0: commit at once).
+    commit_delay_ms: float = Field(5.0, ge=0, le=100)
     suite: Literal["standard", "sm"] = "standard"
     master_key_file: Path | None = None
     signing_key_file: Path | None = None
