@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,24 @@ def test_large_prompts_are_redacted_too(client: genai.Client, upstream: FakeGemi
     assert len(big.encode()) > 32 * 1024
     assert sent.endswith(REDACTED)
     assert "13812345678" not in sent
+
+
+def test_concurrent_requests_each_get_their_own_values_back(
+    client: genai.Client, upstream: FakeGemini
+) -> None:
+    # Requests that reach redaction together are redacted back to back
+    # (pipeline/batching.py): no request may see another's values or placeholders.
+    prompts = [f"客户张伟，手机1381234{n:04d}，邮箱user{n}@example.com，请回电" for n in range(24)]
+
+    def ask(prompt: str) -> str | None:
+        return client.models.generate_content(model="gemini-2.5-flash", contents=prompt).text
+
+    with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        answers = list(pool.map(ask, prompts))
+
+    assert answers == [f"echo: {prompt}" for prompt in prompts]
+    sent = [str(r.body["contents"][0]["parts"][0]["text"]) for r in upstream.requests]
+    assert sorted(sent[-len(prompts) :]) == sorted(
+        ["客户[PERSON_1]，手机[CN_MOBILE_1]，邮箱[EMAIL_1]，请回电"] * len(prompts)
+    )
+    assert not any("1381234" in text or "@example.com" in text for text in sent)

@@ -25,6 +25,7 @@ from localgate.exchange.stages import (
 )
 from localgate.identity.stage import IdentityStage
 from localgate.observability import AccessLog, GatewayMetrics
+from localgate.pipeline.batching import Together
 from localgate.pipeline.completion import Completion, internal_error
 from localgate.pipeline.stages import NoRetrieval
 from localgate.quality import QualityStage
@@ -75,6 +76,13 @@ class Pipeline:
         self.metrics = metrics
         self.quality = quality or QualityStage()
         self.completion = Completion(audit, access_log, metrics, self.quality)
+        # Requests that reach redaction in one turn of the loop are redacted back to back
+        # (pipeline/batching.py): detection's code and data stay in the CPU's caches.
+        self._redact_together: Together[tuple[RequestContext, Inbound]] = Together(self._redact)
+
+    def _redact(self, request: tuple[RequestContext, Inbound]) -> None:
+        ctx, inbound = request
+        self.redaction.redact_request(ctx, inbound.query)
 
     async def run(self, ctx: RequestContext, inbound: Inbound) -> Reply:
         """Take one request through every stage; raise a ``LocalgateError`` to refuse it."""
@@ -122,7 +130,7 @@ class Pipeline:
                                 self.redaction.redact_request, ctx, inbound.query
                             )
                         else:
-                            self.redaction.redact_request(ctx, inbound.query)
+                            await self._redact_together((ctx, inbound))
                 except LocalgateError as exc:
                     # A policy refusal is a 4xx; a failing redactor refuses with a 5xx.
                     blocked = exc.code < 500
