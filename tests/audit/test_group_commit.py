@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 from localgate.audit.crypto import CipherSuite, MasterKey
 from localgate.audit.database import sqlite_at
 from localgate.audit.records import PendingRecord
-from localgate.audit.store import AuditStore
+from localgate.audit.store import AuditStore, Receipt
 from localgate.audit.trail import AuditTrail
 from localgate.config import Settings
 from localgate.observability.metrics import GatewayMetrics
@@ -64,13 +65,20 @@ def record(number: int) -> PendingRecord:
     return PendingRecord("acme", "request", f"r-{number}", {"n": number}, payload=b"x")
 
 
+def writer_holding_first(store: AuditStore, in_flight: int) -> Future[Receipt]:
+    """Record 0 submitted with ``in_flight`` requests in flight, once the writer holds it
+    and has asked how many there are."""
+    counted = store.in_flight = InFlight(in_flight)
+    first = store.submit(record(0))
+    assert counted.asked.wait(INFRASTRUCTURE_TIMEOUT_S)
+    return first
+
+
 def test_records_of_the_requests_in_flight_share_one_commit(
     opened: tuple[AuditStore, list[int]],
 ) -> None:
     store, batches = opened
-    in_flight = store.in_flight = InFlight(6)
-    first = store.submit(record(0))
-    assert in_flight.asked.wait(INFRASTRUCTURE_TIMEOUT_S)
+    first = writer_holding_first(store, 6)
     # The writer holds record 0: five requests in flight have none in the batch yet.
     others = [store.submit(record(n)) for n in range(1, 6)]
     receipts = [f.result(timeout=INFRASTRUCTURE_TIMEOUT_S) for f in [first, *others]]
@@ -119,9 +127,7 @@ def test_the_wait_ends_after_the_delay(tmp_path: Path) -> None:
 
 def test_closing_during_the_wait_writes_the_batch(opened: tuple[AuditStore, list[int]]) -> None:
     store, batches = opened
-    in_flight = store.in_flight = InFlight(100)
-    waiting = store.submit(record(0))
-    assert in_flight.asked.wait(INFRASTRUCTURE_TIMEOUT_S)
+    waiting = writer_holding_first(store, 100)
     reader = store.reader()
     store.close()
     try:
@@ -136,9 +142,7 @@ def test_a_probe_during_the_wait_is_answered_after_the_batch(
     opened: tuple[AuditStore, list[int]],
 ) -> None:
     store, batches = opened
-    in_flight = store.in_flight = InFlight(6)
-    first = store.submit(record(0))
-    assert in_flight.asked.wait(INFRASTRUCTURE_TIMEOUT_S)
+    first = writer_holding_first(store, 6)
     probe = store.probe()
     # The probe joins the wait; two more records leave three requests without one.
     others = [store.submit(record(n)) for n in (1, 2)]
