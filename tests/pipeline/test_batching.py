@@ -7,6 +7,7 @@ the tasks record after their await: nothing here waits on a clock.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -141,6 +142,22 @@ def test_an_interruption_stops_the_batch_and_goes_on_up(run: Run) -> None:
     with pytest.raises(KeyboardInterrupt):
         run(main())
     assert ran == [0, 1]
+
+
+def test_each_request_is_run_in_its_own_context(run: Run) -> None:
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current")
+    seen: list[tuple[int, str]] = []
+    together: Together[int] = Together(lambda item: seen.append((item, current.get())))
+
+    async def one(item: int) -> None:
+        current.set(f"request {item}")
+        await together(item)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(n) for n in range(3)))
+
+    run(main())
+    assert seen == [(0, "request 0"), (1, "request 1"), (2, "request 2")]
 
 
 def test_the_limit_must_be_positive() -> None:

@@ -16,6 +16,7 @@ stall streams and health checks for longer than that.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -36,7 +37,7 @@ class Together(Generic[T]):
             raise ValueError("limit must be at least 1")
         self._work = work
         self._limit = limit
-        self._pending: list[tuple[T, asyncio.Future[None]]] = []
+        self._pending: list[tuple[T, contextvars.Context, asyncio.Future[None]]] = []
         # The loop the pending items belong to (a closed loop's are dropped).
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -49,24 +50,26 @@ class Together(Generic[T]):
         future: asyncio.Future[None] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._run)
-        self._pending.append((item, future))
+        # The work runs in the request's own context (its context variables: a tracing
+        # library's current span, say), not in that of whichever request came first.
+        self._pending.append((item, contextvars.copy_context(), future))
         await future
 
     def _run(self) -> None:
         batch = self._pending[: self._limit]
         del self._pending[: self._limit]
         try:
-            for index, (item, future) in enumerate(batch):
+            for index, (item, context, future) in enumerate(batch):
                 if future.cancelled():
                     continue  # its request is gone (client disconnected, shutdown)
                 try:
-                    self._work(item)
+                    context.run(self._work, item)
                 except Exception as exc:  # noqa: BLE001 - the request's own error, handed to it
                     future.set_exception(exc)
                 except BaseException:
                     # Not the request's error (KeyboardInterrupt, SystemExit): the requests
                     # not run yet are told so, and it goes on up.
-                    for _, waiting in batch[index:]:
+                    for _, _, waiting in batch[index:]:
                         if not waiting.done():
                             waiting.set_exception(RuntimeError("the stage was interrupted"))
                     raise
