@@ -99,6 +99,26 @@ def test_names_and_addresses(detector: Detector) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        # jieba glues these names onto their cue: 客户王 + 芳, 联系 + 人马 + 伟, 投诉 + 人孙伟.
+        ("客户王芳，电话请回拨", "王芳"),
+        ("联系人马伟，电话请回拨", "马伟"),
+        ("申请人马丽已签字", "马丽"),
+        ("投诉人孙伟，情绪稳定", "孙伟"),
+        ("车主张晨，车牌已登记", "张晨"),
+    ],
+)
+def test_a_name_glued_to_its_cue_is_found(detector: Detector, text: str, name: str) -> None:
+    assert (name, "PERSON") in found(detector, text)
+
+
+def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:
+    # 联系方式 is one word, not the cue 联系 and a person 方式.
+    assert found(detector, "请留下联系方式，我们会回电") == []
+
+
 def test_common_words_are_not_names(detector: Detector) -> None:
     assert found(detector, "高明的做法是先处理订单，北京市的天气很好") == []
 

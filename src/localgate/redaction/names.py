@@ -395,8 +395,13 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
         for match in matches:
             name = match.group(1)
             start = match.start(1)
-            # A name starts a word: 担任产品经理 has no 任产品 in it.
-            if words.index_at(start) is None:
+            # A name starts a word: 担任产品经理 has no 任产品 in it. But jieba glues some
+            # names onto the end of the cue before them (客户王 + 芳, 联系 + 人马 + 伟,
+            # 投诉 + 人孙伟): a word that begins in the cue and ends in the name, after its
+            # surname, starts the name too.
+            if words.index_at(start) is None and not _glued_to_cue(
+                words, match.start(), start, name
+            ):
                 continue
             while len(name) > 2 and name[-1] in _GLUED:
                 name = name[:-1]
@@ -405,6 +410,22 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
             if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
                 continue  # 成都锦程物流有限公司 is a company
             yield Finding(start, start + len(name), "PERSON", score)
+
+
+def _glued_to_cue(words: _Words, cue_start: int, start: int, name: str) -> bool:
+    """Whether the word around ``start`` began in the cue (at ``cue_start`` or later)
+    and ends in ``name`` (at ``start``), after the surname it begins with; a word that
+    holds the whole cue, right after the surname."""
+    index = bisect_left(words.starts, start) - 1
+    if index < 0 or words.starts[index] < cue_start:
+        return False
+    surname = start + (2 if name[:2] in _COMPOUND_SURNAMES else 1)
+    end = words.end(index)
+    if words.starts[index] == cue_start:
+        # The whole cue and more in one word: only the surname may be glued on (客户王),
+        # or it is a word of its own (联系方式 is not 联系 + 方式).
+        return end == surname
+    return surname <= end <= start + len(name)
 
 
 # How far before a name its cue can start: the longest cue and two separators.
