@@ -163,3 +163,42 @@ def test_each_request_is_run_in_its_own_context(run: Run) -> None:
 def test_the_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Together(Stage(), limit=0)
+
+
+def test_a_request_alone_runs_at_once_without_waiting_for_a_turn(run: Run) -> None:
+    stage = Stage()
+    together = Together(stage, alone=lambda: True)
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_soon(stage.log.append, "next turn")
+        await request(together, stage, 1)
+
+    run(main())
+    # Waiting for company, the work would come after the turn's other callbacks.
+    assert stage.log == ["work 1", "on 1", "next turn"]
+
+
+def test_a_request_alone_gets_its_own_error_at_once(run: Run) -> None:
+    stage = Stage(failing=frozenset({1}))
+    together = Together(stage, alone=lambda: True)
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match="item 1 is refused"):
+            await together(1)
+
+    run(main())
+    assert stage.log == ["work 1"]
+
+
+def test_a_request_that_finds_others_waiting_joins_them(run: Run) -> None:
+    """Told it is alone by the time it arrives (the others' requests just ended, say), a
+    request that finds others queued waits with them: it does not overtake them."""
+    stage = Stage()
+    answers = iter([False, True])
+    together = Together(stage, alone=lambda: next(answers))
+
+    async def main() -> None:
+        await asyncio.gather(request(together, stage, 0), request(together, stage, 1))
+
+    run(main())
+    assert stage.log == ["work 0", "work 1", "on 0", "on 1"]

@@ -8,8 +8,12 @@ wrk at 64 connections, detection took ~490 µs per request against ~290 µs in a
 loop. ``Together`` runs the requests that arrived in one turn back to back, in the
 next turn, each with its own result or error, in arrival order.
 
-A request alone waits one turn of the loop (microseconds). A batch runs at most
-``limit`` requests before the loop serves its other work again, so a burst does not
+A request alone (``alone()`` says so: no other request is in flight) runs at once,
+without waiting for a turn that could bring it no company: the wait costs a future, a
+callback and a wake-up of its task (3.1 against 0.4 µs of CPU per call in a tight loop)
+and a turn of the loop, on the latency of every request at one connection. Otherwise
+it waits one turn of the loop. A batch runs at
+most ``limit`` requests before the loop serves its other work again, so a burst does not
 stall streams and health checks for longer than that.
 """
 
@@ -32,11 +36,18 @@ DEFAULT_LIMIT = 8
 class Together(Generic[T]):
     """Calls ``work(item)`` for the items awaited in one loop turn, back to back."""
 
-    def __init__(self, work: Callable[[T], None], limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(
+        self,
+        work: Callable[[T], None],
+        limit: int = DEFAULT_LIMIT,
+        alone: Callable[[], bool] | None = None,
+    ) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self._work = work
         self._limit = limit
+        # Whether the caller is the only one that could come this turn (None: never).
+        self._alone = alone
         self._pending: list[tuple[T, contextvars.Context, asyncio.Future[None]]] = []
         # The loop the pending items belong to (a closed loop's are dropped).
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -47,6 +58,10 @@ class Together(Generic[T]):
         if loop is not self._loop:
             # Items of another loop (closed, or a test's earlier one) never run here.
             self._loop, self._pending = loop, []
+        if not self._pending and self._alone is not None and self._alone():
+            # In the caller's own task, so in its own context already.
+            self._work(item)
+            return
         future: asyncio.Future[None] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._run)

@@ -77,8 +77,11 @@ class Pipeline:
         self.quality = quality or QualityStage()
         self.completion = Completion(audit, access_log, metrics, self.quality)
         # Requests that reach redaction in one turn of the loop are redacted back to back
-        # (pipeline/batching.py): detection's code and data stay in the CPU's caches.
-        self._redact_together: Together[tuple[RequestContext, Inbound]] = Together(self._redact)
+        # (pipeline/batching.py): detection's code and data stay in the CPU's caches. The
+        # only request in flight is redacted at once.
+        self._redact_together: Together[tuple[RequestContext, Inbound]] = Together(
+            self._redact, alone=lambda: metrics.in_flight <= 1
+        )
 
     def _redact(self, request: tuple[RequestContext, Inbound]) -> None:
         ctx, inbound = request
