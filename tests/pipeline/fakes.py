@@ -200,6 +200,7 @@ class Gateway:
     fallback: ScriptedUpstream | None = None
     max_attempts: int = 1
     journal: list[str] = field(default_factory=list)
+    policies: PolicySnapshot = POLICIES
 
     def __post_init__(self) -> None:
         journal = self.journal
@@ -215,7 +216,7 @@ class Gateway:
         self.access_log = AccessLog(self.tmp_path / "access.log")
         router = _ChainRouter(self.upstream, self.fallback)
         self.pipeline = Pipeline(
-            identity=IdentityStage(Keys(journal), lambda: POLICIES),
+            identity=IdentityStage(Keys(journal), lambda: self.policies),
             limits=self.limits,
             redaction=self.redaction,
             retrieval=self.retrieval,

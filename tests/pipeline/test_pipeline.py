@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from localgate.config import Settings
 from localgate.errors import (
     ClientClosedRequest,
     InvalidArgument,
@@ -23,6 +24,7 @@ from localgate.exchange.outcome import Outcome
 from localgate.exchange.replies import StreamReply, UnaryReply
 from localgate.gemini.routes import match_route
 from localgate.pipeline import Reply
+from localgate.policy import PolicySnapshot
 from tests.pipeline.fakes import Completed, Gateway, MakeGateway, inbound, new_context
 from tests.upstream.fakes import ScriptedUpstream, answer
 
@@ -53,6 +55,22 @@ def test_the_stages_run_in_the_order_of_the_design(make_gateway: MakeGateway) ->
         "permit released",  # ... then the capacity is given back ...
         "cache complete",  # ... and the answer may be stored
     ]
+
+
+def test_a_policy_without_redaction_skips_the_stage(make_gateway: MakeGateway) -> None:
+    """Not entered at all (no batch to wait for), the other stages as ever."""
+    settings = Settings.model_validate({"proxy": {"redaction": {"enabled": False}}})
+    gateway = make_gateway(ScriptedUpstream("gemini"), policies=PolicySnapshot.build(settings))
+
+    reply = run(gateway, journal=gateway.journal)
+
+    assert isinstance(reply, UnaryReply)
+    assert "redaction" not in gateway.journal
+    assert gateway.journal[:4] == ["identity", "body", "limits", "retrieval"]
+    registry = gateway.metrics.registry
+    count = "localgate_stage_duration_seconds_count"
+    assert registry.get_sample_value(count, {"stage": "redaction"}) in (None, 0)
+    assert registry.get_sample_value(count, {"stage": "identity"}) == 1
 
 
 @dataclass(frozen=True)

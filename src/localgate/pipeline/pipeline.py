@@ -123,7 +123,9 @@ class Pipeline:
                 self.metrics.redaction_skipped.labels(plan.candidates[0].name).inc()
                 # Nothing unredacted is kept in the cache, or answered from it.
                 ctx.cache_control = "bypass"
-            if ctx.redaction_skipped is None:
+            # A policy without redaction does not enter the stage (nor wait for a batch).
+            redacting = ctx.policy is None or ctx.policy.redaction.enabled
+            if ctx.redaction_skipped is None and redacting:
                 try:
                     with telemetry.stage(ctx, "redaction", stages["redaction"]):
                         if size > _REDACT_IN_THREAD_BYTES:
@@ -143,7 +145,9 @@ class Pipeline:
                         exc,
                     )
                     raise
-                # Prompt drift samples redacted text only.
+            if ctx.redaction_skipped is None:
+                # Prompt drift samples redacted text only (or the prompt as the policy
+                # sends it, unredacted).
                 self.quality.sample_prompt(ctx)
             try:
                 with telemetry.stage(ctx, "retrieval", stages["retrieval"]):
