@@ -347,10 +347,7 @@ class AuditStore:
                 self._alarm.wait(wait)
             finally:
                 self._dozing = False
-            if self._gather(None, batch, probes):
-                return True
-            if not self._siblings_coming(len(batch)) or time.monotonic() >= deadline:
-                return False
+            # Round again: gather what came, and wait on while siblings are still due.
 
     def _probe(self, probe: _Probe) -> None:
         if not probe.future.set_running_or_notify_cancel():

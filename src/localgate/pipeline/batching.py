@@ -12,9 +12,9 @@ A request alone (``alone()`` says so: no other request is in flight) runs at onc
 without waiting for a turn that could bring it no company: the wait costs a future, a
 callback and a wake-up of its task (3.1 against 0.4 µs of CPU per call in a tight loop)
 and a turn of the loop, on the latency of every request at one connection. Otherwise
-it waits one turn of the loop. A batch runs at
-most ``limit`` requests before the loop serves its other work again, so a burst does not
-stall streams and health checks for longer than that.
+it waits one turn of the loop. A batch runs at most ``limit`` requests before the loop
+serves its other work again, so a burst does not stall streams and health checks for
+longer than that.
 """
 
 from __future__ import annotations
