@@ -39,6 +39,63 @@ def test_oversized_event_is_refused() -> None:
         list(decoder.feed(b"data: " + b"x" * 20))
 
 
+def test_an_event_too_large_across_many_chunks_is_refused() -> None:
+    # The pieces of an unfinished line count towards the limit as they arrive.
+    decoder = SseDecoder(max_event_bytes=64)
+
+    for _ in range(7):  # 7 * 9 = 63 bytes: not yet
+        list(decoder.feed(b"data: xxx"))
+    with pytest.raises(ValueError, match="exceeds"):
+        list(decoder.feed(b"data: xxx"))
+
+
+def test_events_before_a_line_that_is_not_sse_come_out_first() -> None:
+    decoder = SseDecoder(max_event_bytes=1 << 20)
+    events = decoder.feed(b'data: {"a": 1}\n\n[{"b": 2}]\n')
+
+    assert next(events) == {"a": 1}
+    with pytest.raises(ValueError, match="not Server-Sent Events"):
+        next(events)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            _JSON_VALUES,
+            st.sampled_from([b"\n", b"\r\n"]),  # the line ending
+            st.booleans(),  # "data:" without the space
+            st.booleans(),  # a comment line before the event
+            st.booleans(),  # the JSON over two data lines
+        ),
+        max_size=5,
+    ),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+)
+def test_any_stream_cut_anywhere_decodes_to_its_events(
+    events: list[tuple[object, bytes, bool, bool, bool]], cuts: list[int]
+) -> None:
+    wire = b""
+    for value, end, bare, comment, split in events:
+        body = json.dumps(value, indent=1 if split else None).encode()
+        if comment:
+            wire += b": keep-alive" + end
+        lines = body.split(b"\n") if split else [body]
+        wire += b"".join((b"data:" if bare else b"data: ") + line + end for line in lines) + end
+    points = sorted({cut % (len(wire) + 1) for cut in cuts})
+    chunks = [wire[a:b] for a, b in zip([0, *points], [*points, len(wire)], strict=True)]
+
+    assert decode(*chunks) == [value for value, *_ in events]
+
+
 def test_sse_encoding_is_one_compact_line_per_event() -> None:
     encoder = StreamEncoder(Framing.SSE)
 

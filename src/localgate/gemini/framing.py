@@ -81,58 +81,73 @@ class StreamEncoder:
 
 
 class SseDecoder:
-    """Incremental Server-Sent Events parser yielding the JSON of each ``data:`` event."""
+    """Incremental Server-Sent Events parser yielding the JSON of each ``data:`` event.
+
+    A chunk is split into lines once (``bytes.split``, in C) and its lines read in one
+    loop: per event, the work is one ``orjson.loads`` and a few byte comparisons, not a
+    method call and a copy of the buffer per line (a stream's events are its cost: a
+    real answer comes in dozens). A line cut between two chunks waits as its pieces,
+    joined once its end arrives, so an event sent in many small chunks costs linear time.
+    """
 
     def __init__(self, max_event_bytes: int) -> None:
-        self._buffer = bytearray()
+        self._pending: list[bytes] = []  # the pieces of a line whose end has not come
+        self._pending_size = 0
         self._data: list[bytes] = []
         self._data_size = 0
         self._max = max_event_bytes
 
     def feed(self, chunk: bytes) -> Iterator[Any]:
         """Consume bytes; yield each complete event's parsed JSON."""
-        self._buffer += chunk
-        start = 0
-        while True:
-            end = self._buffer.find(b"\n", start)
-            if end < 0:
-                break
-            line = bytes(self._buffer[start:end]).rstrip(b"\r")
-            start = end + 1
-            event = self._line(line)
-            if event is not None:
-                yield event
-        del self._buffer[:start]
-        if len(self._buffer) + self._data_size > self._max:
-            raise ValueError(f"an upstream stream event exceeds {self._max} bytes")
+        if b"\n" not in chunk:
+            self._pending.append(chunk)
+            self._pending_size += len(chunk)
+            self._check_size()
+            return
+        lines = chunk.split(b"\n")
+        pending = self._pending
+        if pending:
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending.clear()
+        tail = lines.pop()
+        if tail:
+            pending.append(tail)
+        self._pending_size = len(tail)
+        yield from self._read(lines)
+        self._check_size()
 
     def finish(self) -> Iterator[Any]:
         """Flush an event not followed by a blank line when the stream ends."""
-        if self._buffer:
-            event = self._line(bytes(self._buffer).rstrip(b"\r"))
-            self._buffer.clear()
-            if event is not None:
-                yield event
-        event = self._line(b"")
-        if event is not None:
-            yield event
+        last = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        yield from self._read([last, b""] if last else [b""])
 
-    def _line(self, line: bytes) -> Any:
-        if not line:
-            if not self._data:
-                return None
-            payload = b"\n".join(self._data)
-            self._data.clear()
-            self._data_size = 0
-            return orjson.loads(payload)
-        if line.startswith(b"data:"):
-            value = line[5:]
-            if value.startswith(b" "):
-                value = value[1:]
-            self._data.append(value)
-            self._data_size += len(value)
-        elif not line.startswith(_IGNORED_FIELDS):
-            # Not Server-Sent Events (e.g. a JSON array answered to an SSE request):
-            # refusing is better than silently dropping the answer.
-            raise ValueError("the upstream stream is not Server-Sent Events")
-        return None
+    def _read(self, lines: list[bytes]) -> Iterator[Any]:
+        """The events that ``lines`` (whole lines, without their newline) complete."""
+        data = self._data
+        for line in lines:
+            line = line.rstrip(b"\r")
+            if not line:
+                if data:
+                    payload = b"\n".join(data)
+                    data.clear()
+                    self._data_size = 0
+                    yield orjson.loads(payload)
+            elif line.startswith(b"data:"):
+                value = line[6:] if line.startswith(b"data: ") else line[5:]
+                data.append(value)
+                self._data_size += len(value)
+            elif not line.startswith(_IGNORED_FIELDS):
+                raise _not_sse()
+
+    def _check_size(self) -> None:
+        if self._pending_size + self._data_size > self._max:
+            raise ValueError(f"an upstream stream event exceeds {self._max} bytes")
+
+
+def _not_sse() -> ValueError:
+    # Not Server-Sent Events (e.g. a JSON array answered to an SSE request): refusing is
+    # better than silently dropping the answer.
+    return ValueError("the upstream stream is not Server-Sent Events")
