@@ -18,7 +18,7 @@ $(VENV)/.runtime: pyproject.toml | $(BIN)/python
 # The compiled detection core, compiled again when its sources or the list of them
 # (native.py's COMPILED) change; until then they run as Python (native.py).
 NATIVE := setup.py src/localgate/redaction/native.py $(addprefix src/localgate/redaction/,\
-	findings.py validators.py fold.py reveal.py recognizers.py names.py placeholders.py session.py request.py)
+	findings.py validators.py fold.py reveal.py recognizers.py names.py placeholders.py session.py request.py answer.py signatures.py)
 $(VENV)/.native: $(NATIVE) $(VENV)/.runtime
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@

@@ -10,7 +10,17 @@ import json
 import sys
 
 from localgate.config import RedactionSettings
-from localgate.redaction import fold, names, native, placeholders, recognizers, reveal, session
+from localgate.redaction import (
+    answer,
+    fold,
+    names,
+    native,
+    placeholders,
+    recognizers,
+    reveal,
+    session,
+    signatures,
+)
 from localgate.redaction.detector import Detector
 from localgate.redaction.request import redact_request_body
 from localgate.redaction.session import RedactionSession
@@ -32,8 +42,38 @@ def _redacted(text: str, detector: Detector) -> dict[str, object]:
     return {
         "sent": sent,
         "restored": redactor.pseudonyms.restore(prompt),
+        "answer": _answered(prompt, redactor),
         "counts": sorted([*key, count] for key, count in redactor.counts.items()),
         "refusals": redactor.refusals(text[:64]),
+    }
+
+
+_SEAL = signatures.SignatureSeal(b"k" * 32)
+
+
+def _answered(prompt: str, redactor: RedactionSession) -> dict[str, object]:
+    """The prompt sent back as the upstream's answer, whole and as a stream of pieces of
+    seven characters (placeholders cut across events), restored and sealed as the
+    redaction stage does, with the answer scan on."""
+
+    def seal(value: str) -> str:
+        return _SEAL.seal("tenant", value)
+
+    def event(text: str, last: bool) -> dict[str, object]:
+        candidate: dict[str, object] = {"content": {"role": "model", "parts": [{"text": text}]}}
+        if last:
+            candidate["finishReason"] = "STOP"
+            candidate["content"]["parts"].append({"text": "", "thoughtSignature": "c2ln"})  # type: ignore[index]
+        return {"candidates": [candidate]}
+
+    whole = answer.restore_answer(event(prompt, True), redactor.pseudonyms, redactor)
+    stream = answer.StreamAnswerRestorer(redactor.pseudonyms, redactor)
+    pieces = [prompt[at : at + 7] for at in range(0, len(prompt), 7)] or [""]
+    events = [stream.event(event(piece, at == len(pieces) - 1)) for at, piece in enumerate(pieces)]
+    return {
+        "whole": signatures.seal_answer(whole, seal),
+        "stream": [signatures.seal_answer(one, seal) for one in [*events, *stream.finish()]],
+        "dangling": stream.dangling,
     }
 
 
@@ -51,7 +91,7 @@ def main() -> None:
     ]
     modules = {
         module.__name__: module.__file__
-        for module in (fold, names, recognizers, reveal, placeholders, session)
+        for module in (fold, names, recognizers, reveal, placeholders, session, answer, signatures)
     }
     status = native.status()
     json.dump({"compiled": status.compiled, "modules": modules, "results": results}, sys.stdout)

@@ -49,6 +49,8 @@ COMPILED = (
     "placeholders",
     "session",
     "request",
+    "answer",
+    "signatures",
 )
 # What the build writes beside them: the digests of the sources it compiled.
 RECORD = "_native.json"
