@@ -250,6 +250,25 @@ def test_a_stream_is_asked_for_as_sse_and_decoded_event_by_event(upstream: FakeG
     assert upstream.requests[-1].query == (("alt", "sse"),)
 
 
+def test_streams_with_and_without_a_query_of_their_own_keep_theirs(upstream: FakeGemini) -> None:
+    # The URL kept per route for streams carries alt=sse; a stream with a query of its own
+    # gets it added to that query, and a unary call on the same route gets neither.
+    async def scenario(gemini: GeminiUpstream) -> None:
+        for query in ((), (("$fields", "candidates"),), ()):
+            await texts_of(await gemini.stream(UpstreamCall(STREAM, BODY, query=query)), [])
+        with pytest.raises(UpstreamBadResponse):  # the fake streams on this path
+            await gemini.unary(UpstreamCall(route=STREAM, body=BODY))
+
+    with_upstream(upstream.base_url, scenario)
+
+    assert [request.query for request in upstream.requests] == [
+        (("alt", "sse"),),
+        (("$fields", "candidates"), ("alt", "sse")),
+        (("alt", "sse"),),
+        (),
+    ]
+
+
 def test_a_stream_refused_before_it_starts_raises_at_once(upstream: FakeGemini) -> None:
     upstream.fail_with(503, envelope(503, "UNAVAILABLE"))
 

@@ -144,7 +144,7 @@ class GeminiUpstream:
         self._not_ready = not_ready
         self._session = session
         self._read_timeout_s = read_timeout_s
-        self._urls: dict[GeminiRoute, URL] = {}
+        self._urls: dict[tuple[GeminiRoute, bool], URL] = {}
 
     @property
     def ready(self) -> str | None:
@@ -217,7 +217,6 @@ class GeminiUpstream:
         headers["user-agent"] = _USER_AGENT
         if call.headers:
             headers.update(call.headers)
-        query: Sequence[tuple[str, str]] = [*call.query, ("alt", "sse")] if stream else call.query
         method = call.route.method.http_method
         data = None
         if method == "POST":
@@ -226,13 +225,21 @@ class GeminiUpstream:
             # parsers; the upstream reads the same value either way. Serialised once by the
             # pipeline for the request record's digest, as a rule.
             data = call.data if call.data is not None else orjson.dumps(call.body)
-        url = self._urls.get(call.route)
+        # A stream's URL carries alt=sse: in the URL kept for the route when the request has
+        # no query of its own (aiohttp would encode the parameter again on every call).
+        sse_in_url = stream and not call.query
+        url = self._urls.get((call.route, sse_in_url))
         if url is None:
             # Parsed once: aiohttp would parse a string URL again on every call.
             path = self._path(call.route) if self._path else call.route.upstream_path
             url = URL(f"{self.base_url}/{path}")
+            if sse_in_url:
+                url = url.with_query(alt="sse")
             if len(self._urls) < _MAX_URLS:
-                self._urls[call.route] = url
+                self._urls[(call.route, sse_in_url)] = url
+        query: Sequence[tuple[str, str]] = (
+            [*call.query, ("alt", "sse")] if stream and not sse_in_url else call.query
+        )
         try:
             # Never follow redirects: a redirect would carry the Google key and the
             # prompt to whatever host the Location header names.
