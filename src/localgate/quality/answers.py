@@ -117,14 +117,16 @@ class AnswerFacts:
                 self._candidate(position, candidate)
 
     def _candidate(self, position: int, candidate: dict[str, Any]) -> None:
+        reason = candidate.get("finishReason")
+        average = candidate.get("avgLogprobs")
+        result = candidate.get("logprobsResult")
+        if reason is None and average is None and result is None:
+            return  # most stream events: text only, nothing to note
         index = candidate.get("index", position)
         if not isinstance(index, int):
             index = position
-        reason = candidate.get("finishReason")
         if index == 0 and isinstance(reason, str):
             self.finish_reason = reason
-        average = candidate.get("avgLogprobs")
-        result = candidate.get("logprobsResult")
         chosen = result.get("chosenCandidates") if isinstance(result, dict) else None
         if not _number(average) and not isinstance(chosen, list):
             return
