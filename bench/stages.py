@@ -21,9 +21,11 @@ warm-up. CPU time moves less with other programs' load than wall time, but it do
 (on a busy two-CPU machine, by 10-20% between runs): compare two versions side by side,
 run after run, or count instructions (callgrind). The timing itself costs about a
 microsecond per timed stage, charged to the stage around it (mostly "pipeline"). For a
-stream, reading the upstream's events after the first (the HTTP client, the SSE decoder)
-falls in "other Python around the stages": only opening the stream is the upstream
-stage.
+stream, opening it and decoding its events (the SSE decoder) are the upstream call; the
+HTTP client's reading of the events after the first falls in "other Python around the
+stages", with the per-event quality signals and the generators that carry each event
+to the client. ``--events`` sets the events per streamed answer: the difference between
+two runs, divided by the difference in events, is the CPU per event.
 """
 
 from __future__ import annotations
@@ -171,6 +173,15 @@ def _instrument(state: Mapping[str, Any], cpu: CpuStages, stack: ExitStack) -> N
     patch(framing.StreamEncoder, "event", cpu.sync("response serialisation", encode))
     front = endpoint_module.GeminiEndpoint._handle
     patch(endpoint_module.GeminiEndpoint, "_handle", cpu.coroutine("front door", front))
+    # A stream's events after the first are decoded while the response goes out: the
+    # decoding is the upstream call's (taken whole per chunk, which the gateway does
+    # anyway before it moves on).
+    feed = framing.SseDecoder.feed
+
+    def decoded(decoder: Any, chunk: bytes) -> list[Any]:
+        return list(feed(decoder, chunk))
+
+    patch(framing.SseDecoder, "feed", cpu.sync(UPSTREAM, decoded))
 
 
 class _Gateway:
@@ -356,6 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=2, help="rounds with --baseline")
     parser.add_argument(
+        "--events",
+        type=int,
+        default=3,
+        help="with --stream: events per streamed answer (default 3, as in bench.run); run "
+        "with two values to get the CPU per event",
+    )
+    parser.add_argument(
         "--bare",
         action="store_true",
         help="no timers and no table: --warmup plus --requests requests, then exit; for an "
@@ -371,7 +389,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         (port,) = free_ports(1)
         upstream = ServerProcess(
             "fake upstream",
-            [sys.executable, "-m", "localgate.testing.fake_gemini", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "localgate.testing.fake_gemini",
+                "--port",
+                str(port),
+                "--stream-events",
+                str(args.events),
+            ],
             env=clean_environment(),
             cwd=REPO,
             log_path=Path(tmp) / "upstream.log",
@@ -385,7 +411,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         passes = _run(args, Path(tmp), f"http://127.0.0.1:{port}", body)
     if args.bare:
         return 0
-    what = "streamGenerateContent (SSE)" if args.stream else "generateContent"
+    what = (
+        f"streamGenerateContent (SSE), {args.events} events per answer"
+        if args.stream
+        else "generateContent"
+    )
     config = args.config or "the built-in defaults"
     lines = [
         f"CPU per request by stage: {what}, body {args.body}, {config}; median of "

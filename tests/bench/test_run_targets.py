@@ -4,6 +4,7 @@ bodies, its probes, and the in-process per-stage CPU accounting."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,11 +31,13 @@ from bench.run import (
     request_body,
     varying_bodies,
 )
+from bench.servers import ServerProcess, clean_environment, free_ports, http_call
 from bench.stages import OTHER, UPSTREAM, CpuStages, _comparison
 from bench.wrk import WrkResult, lua_script, lua_string, reference
 
 from localgate.redaction.validators import cn_resident_id
 from localgate.testing import FakeGemini
+from tests.conftest import INFRASTRUCTURE_TIMEOUT_S
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = (
@@ -244,3 +247,43 @@ def test_the_comparison_table_puts_each_stage_before_and_after() -> None:
     assert "| restoration | 40.0 | 30.0 | -10.0 |" in lines
     assert "| **the gateway's own** | **70.0** | **62.0** | **-8.0** |" in lines
     assert f"| {UPSTREAM} | 300.0 | 290.0 | -10.0 |" in lines
+
+
+def test_the_fake_upstream_streams_as_many_events_as_asked(tmp_path: Path) -> None:
+    # bench.stages --events N starts the fake upstream with --stream-events N: the CPU per
+    # event comes from two runs, so the events must be what was asked for.
+    (port,) = free_ports(1)
+    upstream = ServerProcess(
+        "fake upstream",
+        [
+            sys.executable,
+            "-m",
+            "localgate.testing.fake_gemini",
+            "--port",
+            str(port),
+            "--stream-events",
+            "7",
+        ],
+        env=clean_environment(),
+        cwd=REPO,
+        log_path=tmp_path / "upstream.log",
+    )
+    try:
+        upstream.start()
+        upstream.wait_ready(
+            lambda: http_call(port, "GET", "/v1beta/models", timeout_s=2)[0] == 200,
+            INFRASTRUCTURE_TIMEOUT_S,
+        )
+        status, _, body = http_call(
+            port,
+            "POST",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            b'{"contents": [{"parts": [{"text": "hi"}]}]}',
+            {"content-type": "application/json"},
+            timeout_s=INFRASTRUCTURE_TIMEOUT_S,
+        )
+    finally:
+        upstream.stop()
+
+    assert status == 200
+    assert body.count(b"data: ") == 7

@@ -409,9 +409,19 @@ if __name__ == "__main__":  # pragma: no cover - a standalone upstream for manua
     parser = argparse.ArgumentParser(description="Run the fake Gemini API on loopback.")
     parser.add_argument("--port", type=int, default=8181)
     parser.add_argument("--delay", type=float, default=0.0, help="fixed latency in seconds")
+    parser.add_argument(
+        "--stream-events",
+        type=int,
+        default=3,
+        help="events per streamed answer (one short piece of text each; default 3)",
+    )
     args = parser.parse_args()
+    if args.stream_events < 1:
+        parser.error("--stream-events must be at least 1")
     fake = FakeGemini(port=args.port, record=False).start()
     fake.delay(args.delay)
+    if args.stream_events != 3:
+        fake.stream([f" piece{number}" for number in range(args.stream_events)])
     print(f"fake Gemini API on {fake.base_url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         while True:
