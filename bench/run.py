@@ -45,6 +45,7 @@ from bench.servers import (
     ServerProcess,
     clean_environment,
     create_tenant_key,
+    fake_upstream_command,
     free_ports,
     http_call,
     pinned,
@@ -281,7 +282,7 @@ class Bench:
         upstream = self._server(
             stack,
             "fake upstream",
-            [python, "-m", "localgate.testing.fake_gemini", "--port", str(upstream_port)],
+            fake_upstream_command(upstream_port, python=python),
             base_env,
             {},
             self.layout.load,

@@ -106,6 +106,17 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def fake_upstream_command(
+    port: int, *, python: str = sys.executable, stream_events: int = 3
+) -> list[str]:
+    """The command that runs the fake Gemini upstream on 127.0.0.1:``port``, streaming
+    ``stream_events`` events per answer."""
+    command = [python, "-m", "localgate.testing.fake_gemini", "--port", str(port)]
+    if stream_events != 3:
+        command += ["--stream-events", str(stream_events)]
+    return command
+
+
 def pinned(command: Sequence[str], cpus: Sequence[int] | None) -> list[str]:
     """``command`` run under ``taskset`` on ``cpus``, or as it is when ``cpus`` is None."""
     if not cpus:

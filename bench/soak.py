@@ -33,6 +33,7 @@ from bench.servers import (
     ServerProcess,
     clean_environment,
     create_tenant_key,
+    fake_upstream_command,
     free_ports,
     http_call,
     pinned,
@@ -215,7 +216,7 @@ class Soak:
         upstream = self._server(
             stack,
             "fake upstream",
-            [python, "-m", "localgate.testing.fake_gemini", "--port", str(upstream_port)],
+            fake_upstream_command(upstream_port, python=python),
             base_env,
             self.layout.load,
         )

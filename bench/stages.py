@@ -47,7 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.run import BODY_NAMES, MODEL, READY_DEADLINE_S, REPO, UPSTREAM_KEY, varying_bodies
-from bench.servers import ServerProcess, clean_environment, free_ports, http_call
+from bench.servers import (
+    ServerProcess,
+    clean_environment,
+    fake_upstream_command,
+    free_ports,
+    http_call,
+)
 
 __all__ = ["STAGES", "CpuStages", "main"]
 
@@ -389,15 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (port,) = free_ports(1)
         upstream = ServerProcess(
             "fake upstream",
-            [
-                sys.executable,
-                "-m",
-                "localgate.testing.fake_gemini",
-                "--port",
-                str(port),
-                "--stream-events",
-                str(args.events),
-            ],
+            fake_upstream_command(port, stream_events=args.events),
             env=clean_environment(),
             cwd=REPO,
             log_path=Path(tmp) / "upstream.log",

@@ -30,7 +30,14 @@ from bench.run import (
     CpuLayout,
     body_template,
 )
-from bench.servers import ServerProcess, clean_environment, create_tenant_key, free_ports, pinned
+from bench.servers import (
+    ServerProcess,
+    clean_environment,
+    create_tenant_key,
+    fake_upstream_command,
+    free_ports,
+    pinned,
+)
 from bench.wrk import lua_script, run_wrk, wrk_command
 
 __all__ = ["Load", "Summary", "Variant", "compare"]
@@ -107,7 +114,7 @@ def compare(
 
         upstream = server(
             "upstream",
-            [python, "-m", "localgate.testing.fake_gemini", "--port", str(upstream_port)],
+            fake_upstream_command(upstream_port, python=python),
             {},
         )
         upstream.wait_ready(

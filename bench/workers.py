@@ -33,6 +33,7 @@ from bench.servers import (
     ServerProcess,
     clean_environment,
     create_tenant_key,
+    fake_upstream_command,
     free_ports,
     http_call,
     pinned,
@@ -105,7 +106,7 @@ def _run(options: argparse.Namespace) -> int:
             root,
             "fake upstream",
             pinned(
-                [python, "-m", "localgate.testing.fake_gemini", "--port", str(upstream_port)],
+                fake_upstream_command(upstream_port, python=python),
                 load,
             ),
             base_env,

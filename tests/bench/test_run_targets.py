@@ -4,7 +4,6 @@ bodies, its probes, and the in-process per-stage CPU accounting."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +30,13 @@ from bench.run import (
     request_body,
     varying_bodies,
 )
-from bench.servers import ServerProcess, clean_environment, free_ports, http_call
+from bench.servers import (
+    ServerProcess,
+    clean_environment,
+    fake_upstream_command,
+    free_ports,
+    http_call,
+)
 from bench.stages import OTHER, UPSTREAM, CpuStages, _comparison
 from bench.wrk import WrkResult, lua_script, lua_string, reference
 
@@ -255,15 +260,7 @@ def test_the_fake_upstream_streams_as_many_events_as_asked(tmp_path: Path) -> No
     (port,) = free_ports(1)
     upstream = ServerProcess(
         "fake upstream",
-        [
-            sys.executable,
-            "-m",
-            "localgate.testing.fake_gemini",
-            "--port",
-            str(port),
-            "--stream-events",
-            "7",
-        ],
+        fake_upstream_command(port, stream_events=7),
         env=clean_environment(),
         cwd=REPO,
         log_path=tmp_path / "upstream.log",
