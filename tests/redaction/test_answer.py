@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from localgate.config import RedactionSettings
 from localgate.redaction.answer import StreamAnswerRestorer, restore_answer
 from localgate.redaction.detector import Detector
@@ -74,6 +76,21 @@ def test_stream_split_placeholder_is_restored_in_the_later_event() -> None:
     out = [restorer.event(e) for e in wire] + restorer.finish()
 
     assert [texts([e]) for e in out] == ["致电", "13812345678，", "谢谢", "张伟"]
+    assert restorer.dangling == 0
+
+
+@pytest.mark.parametrize("index", [None, "0", 1.0, [0]])
+def test_a_stream_with_an_odd_candidate_index_is_restored_by_position(index: object) -> None:
+    # Only an upstream sends such an index (Google sends ints); the restorer, compiled as
+    # it runs in the gateway, must not fail on it and cut the stream short.
+    restorer = StreamAnswerRestorer(table())
+    wire = [event({"text": "致电[CN_MO"}), event({"text": "BILE_1]"}, finish=True)]
+    for one in wire:
+        one["candidates"][0]["index"] = index
+
+    out = [restorer.event(e) for e in wire] + restorer.finish()
+
+    assert texts(out) == "致电13812345678"
     assert restorer.dangling == 0
 
 

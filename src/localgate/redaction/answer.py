@@ -115,6 +115,10 @@ class StreamAnswerRestorer:
             if not isinstance(candidate, dict):
                 continue
             index = candidate.get("index", position)
+            if not isinstance(index, int):
+                # An upstream's odd index (null, "0") is the candidate's position, as the
+                # quality signals read it; compiled, a non-int would fail the typed calls.
+                index = position
             last_text: dict[bool, dict[str, Any]] = {}
             for part in _candidate_parts(candidate):
                 text = part.get("text")
