@@ -86,42 +86,37 @@ class SseDecoder:
     A chunk is split into lines once (``bytes.split``, in C) and its lines read in one
     loop: per event, the work is one ``orjson.loads`` and a few byte comparisons, not a
     method call and a copy of the buffer per line (a stream's events are its cost: a
-    real answer comes in dozens). A line cut between two chunks waits as its pieces,
-    joined once its end arrives, so an event sent in many small chunks costs linear time.
+    real answer comes in dozens). A line cut between two chunks waits in a buffer that
+    only grows at its end, so an event sent in many small chunks costs linear time and
+    about its own size in memory.
     """
 
     def __init__(self, max_event_bytes: int) -> None:
-        self._pending: list[bytes] = []  # the pieces of a line whose end has not come
-        self._pending_size = 0
+        self._pending = bytearray()  # the start of a line whose end has not come
         self._data: list[bytes] = []
         self._data_size = 0
         self._max = max_event_bytes
 
     def feed(self, chunk: bytes) -> Iterator[Any]:
         """Consume bytes; yield each complete event's parsed JSON."""
+        pending = self._pending
         if b"\n" not in chunk:
-            self._pending.append(chunk)
-            self._pending_size += len(chunk)
+            pending += chunk
             self._check_size()
             return
         lines = chunk.split(b"\n")
-        pending = self._pending
         if pending:
-            pending.append(lines[0])
-            lines[0] = b"".join(pending)
+            pending += lines[0]
+            lines[0] = bytes(pending)
             pending.clear()
-        tail = lines.pop()
-        if tail:
-            pending.append(tail)
-        self._pending_size = len(tail)
+        pending += lines.pop()
         yield from self._read(lines)
         self._check_size()
 
     def finish(self) -> Iterator[Any]:
         """Flush an event not followed by a blank line when the stream ends."""
-        last = b"".join(self._pending)
+        last = bytes(self._pending)
         self._pending.clear()
-        self._pending_size = 0
         yield from self._read([last, b""] if last else [b""])
 
     def _read(self, lines: list[bytes]) -> Iterator[Any]:
@@ -143,7 +138,7 @@ class SseDecoder:
                 raise _not_sse()
 
     def _check_size(self) -> None:
-        if self._pending_size + self._data_size > self._max:
+        if len(self._pending) + self._data_size > self._max:
             raise ValueError(f"an upstream stream event exceeds {self._max} bytes")
 
 
