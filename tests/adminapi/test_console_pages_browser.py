@@ -59,8 +59,15 @@ NAVIGATION = {
 
 
 def _nav(driver: WebDriver) -> set[str]:
-    links = driver.find_elements(By.CSS_SELECTOR, "nav[aria-label=main] a")
-    return {str(link.get_attribute("href")).removeprefix(_origin(driver)) for link in links}
+    # Read in one script, once the page has loaded: a page still being replaced after the
+    # login left stale elements behind when each link was read on its own (seen in CI).
+    hrefs = _wait(driver).until(
+        lambda d: d.execute_script(
+            "if (document.readyState !== 'complete') return null;"
+            "return Array.from(document.querySelectorAll('nav[aria-label=main] a'), a => a.href);"
+        )
+    )
+    return {str(href).removeprefix(_origin(driver)) for href in hrefs}
 
 
 def _origin(driver: WebDriver) -> str:
