@@ -135,14 +135,10 @@ class SseDecoder:
                 data.append(value)
                 self._data_size += len(value)
             elif not line.startswith(_IGNORED_FIELDS):
-                raise _not_sse()
+                # Not Server-Sent Events (e.g. a JSON array answered to an SSE request):
+                # refusing is better than silently dropping the answer.
+                raise ValueError("the upstream stream is not Server-Sent Events")
 
     def _check_size(self) -> None:
         if len(self._pending) + self._data_size > self._max:
             raise ValueError(f"an upstream stream event exceeds {self._max} bytes")
-
-
-def _not_sse() -> ValueError:
-    # Not Server-Sent Events (e.g. a JSON array answered to an SSE request): refusing is
-    # better than silently dropping the answer.
-    return ValueError("the upstream stream is not Server-Sent Events")
