@@ -107,12 +107,12 @@ def free_ports(count: int) -> list[int]:
 
 
 def fake_upstream_command(
-    port: int, *, python: str = sys.executable, stream_events: int = 3
+    port: int, *, python: str = sys.executable, stream_events: int | None = None
 ) -> list[str]:
     """The command that runs the fake Gemini upstream on 127.0.0.1:``port``, streaming
-    ``stream_events`` events per answer."""
+    ``stream_events`` events per answer (None: its usual three)."""
     command = [python, "-m", "localgate.testing.fake_gemini", "--port", str(port)]
-    if stream_events != 3:
+    if stream_events is not None:
         command += ["--stream-events", str(stream_events)]
     return command
 

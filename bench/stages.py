@@ -375,9 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--events",
         type=int,
-        default=3,
-        help="with --stream: events per streamed answer (default 3, as in bench.run); run "
-        "with two values to get the CPU per event",
+        default=None,
+        help="with --stream: events per streamed answer (default: the fake upstream's usual "
+        "three, as in bench.run); run with two values to get the CPU per event",
     )
     parser.add_argument(
         "--bare",
@@ -409,11 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         passes = _run(args, Path(tmp), f"http://127.0.0.1:{port}", body)
     if args.bare:
         return 0
-    what = (
-        f"streamGenerateContent (SSE), {args.events} events per answer"
-        if args.stream
-        else "generateContent"
-    )
+    what = "streamGenerateContent (SSE)" if args.stream else "generateContent"
+    if args.stream and args.events is not None:
+        what += f", {args.events} events per answer"
     config = args.config or "the built-in defaults"
     lines = [
         f"CPU per request by stage: {what}, body {args.body}, {config}; median of "

@@ -412,15 +412,16 @@ if __name__ == "__main__":  # pragma: no cover - a standalone upstream for manua
     parser.add_argument(
         "--stream-events",
         type=int,
-        default=3,
-        help="events per streamed answer (one short piece of text each; default 3)",
+        default=None,
+        help="events per streamed answer, one short piece of text each (default: the usual "
+        "three-event answer)",
     )
     args = parser.parse_args()
-    if args.stream_events < 1:
+    if args.stream_events is not None and args.stream_events < 1:
         parser.error("--stream-events must be at least 1")
     fake = FakeGemini(port=args.port, record=False).start()
     fake.delay(args.delay)
-    if args.stream_events != 3:
+    if args.stream_events is not None:
         fake.stream([f" piece{number}" for number in range(args.stream_events)])
     print(f"fake Gemini API on {fake.base_url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
