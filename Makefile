@@ -67,6 +67,9 @@ bench: $(VENV)/.dev $(VENV)/.native
 	# The defaults on a ~2 KB Chinese/English prompt dense with personal data (issue 18's
 	# targets), and its CPU per request stage by stage, in process.
 	$(BIN)/python -m bench.run --body pii-dense --out docs/benchmarks-pii-dense.md
+	# The same with redaction off: everything else the defaults do, i.e. how far any speed-up
+	# of detection could take the line above.
+	$(BIN)/python -m bench.run --body pii-dense --config bench/configs/audit-only.yaml --out docs/benchmarks-pii-dense-audit-only.md
 	$(BIN)/python -m bench.stages --body pii-dense --out docs/benchmarks-stages.md
 	# A chat's fifth turn: its history is remembered, not scanned again (docs/redaction.md).
 	$(BIN)/python -m bench.stages --body conversation --out docs/benchmarks-stages-conversation.md

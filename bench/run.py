@@ -77,7 +77,8 @@ _BODY_NOTES = {
     "pii-dense": "The request body is `bench/bodies/pii-dense.json` (--body pii-dense): a "
     "~2 KB customer-service ticket mixing Chinese and English, with mobile numbers, a "
     "resident ID, e-mail addresses, names, addresses and a bank card; the fake upstream "
-    "echoes the prompt, so localgate's answer carries placeholders to restore.",
+    "echoes the prompt, so with redaction on localgate's answer carries placeholders to "
+    "restore.",
     "conversation": "The request body is `bench/bodies/conversation.json` (--body "
     "conversation): the fifth turn of a chat about the PII-dense ticket (~4 KB: the ticket, "
     "two answers restored with the customer's data, a follow-up), whose history every "
