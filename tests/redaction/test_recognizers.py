@@ -114,6 +114,29 @@ def test_a_name_glued_to_its_cue_is_found(detector: Detector, text: str, name: s
     assert (name, "PERSON") in found(detector, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        # After a cue, a surname and one or two characters: here the second begins the
+        # next word (回电, 电话, 本人, 手机号), which stays in the prompt the model reads.
+        ("请给客户张伟回电，他的手机号是13812345678。", "张伟"),
+        ("联系人王芳电话是010-62345678", "王芳"),
+        ("客户李娜本人签字", "李娜"),
+        ("联系人欧阳娜手机号已登记", "欧阳娜"),
+        # Without a cue, jieba tags 张伟回 and 王芳们 as names.
+        ("请给张伟回电话", "张伟"),
+        ("通知王芳们明天到", "王芳"),
+        # A given name of two characters is a word of its own and kept whole.
+        ("客户张建国说他明天到", "张建国"),
+        ("联系人王志强回电了", "王志强"),
+    ],
+)
+def test_a_name_ends_where_the_next_word_begins(detector: Detector, text: str, name: str) -> None:
+    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
+
+    assert people == [name]
+
+
 def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:
     # 联系方式 is one word, not the cue 联系 and a person 方式.
     assert found(detector, "请留下联系方式，我们会回电") == []
