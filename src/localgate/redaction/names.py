@@ -52,11 +52,14 @@ _NOT_NAMES = frozenset(
      "荣耀", "黄金周", "阳光", "高新", "金融", "文化", "高端", "高速", "明天", "明年", "周末",
      "周年", "温度", "温馨", "华为", "平安", "康复", "安装", "常见", "史上", "严重", "包装"}
 )  # fmt: skip
-# jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说): a
-# three-character "name" ending in one of these is cut back to two characters.
+# jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说), and a
+# cue's pattern takes up to two characters after the surname (客户张伟回电, 联系人王芳电话):
+# a three-character "name" ending in one of these, characters that begin the words that
+# follow names and rarely end a given name, is cut back to two characters. A character
+# that often ends one (明, 子: 徐志明说 is 徐志 + 明说 to jieba) is not cut.
 _GLUED = frozenset(
     "住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫反投致办咨询申表希需想"
-    "已曾将还又再能可于先女小经老医主同使登用确签回们"
+    "已曾将还又再能可于先女小经老医主同使登用确签回们电手您你本盖"
 )
 # Roles that introduce a name (客户彭志强, 联系人：欧阳娜娜) and titles that follow one.
 _NAME_CUES = (
@@ -405,7 +408,6 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
                 continue
             while len(name) > 2 and name[-1] in _GLUED:
                 name = name[:-1]
-            name = _cut_at_next_word(words, start, name)
             if name in _NOT_NAMES or name.endswith(_NOT_PERSON_ENDINGS):
                 continue
             if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
@@ -427,20 +429,6 @@ def _glued_to_cue(words: _Words, cue_start: int, start: int, name: str) -> bool:
         # or it is a word of its own (联系方式 is not 联系 + 方式).
         return end == surname
     return surname <= end <= start + len(name)
-
-
-def _cut_at_next_word(words: _Words, start: int, name: str) -> str:
-    """``name`` without its last character when that character begins a word reaching
-    past the name: a cue is followed by a surname and one or two characters, and in
-    客户张伟回电 the second of them is 回电's, not the name's (客户张建国说 keeps 张建国,
-    a word of its own)."""
-    surname = 2 if name[:2] in _COMPOUND_SURNAMES else 1
-    if len(name) != surname + 2:
-        return name
-    index = words.index_at(start + surname + 1)
-    if index is not None and words.end(index) > start + len(name):
-        return name[:-1]
-    return name
 
 
 # How far before a name its cue can start: the longest cue and two separators.
