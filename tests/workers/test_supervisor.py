@@ -95,9 +95,13 @@ def test_memory_limits_with_several_workers_are_refused_in_one_line(tmp_path: Pa
     config = tmp_path / "localgate.yaml"
     config.write_text("limits:\n  default:\n    requests_per_minute: 60\n")
     env = {"LOCALGATE_DATA_DIR": str(tmp_path / "data"), "GEMINI_API_KEY": "k"}
-    refused = CliRunner().invoke(
-        main, ["serve", "--config", str(config), "--workers", "2"], env=env
-    )
+    # Whatever holds the port, the configuration's contradiction is what is reported:
+    # another start would meet it again.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        refused = CliRunner().invoke(
+            main, ["serve", "--config", str(config), "--workers", "2", "--port", port], env=env
+        )
     assert refused.exit_code == 1
     lines = refused.output.strip().splitlines()
     assert lines[-1].startswith("localgate: cannot start: limits.backend: memory counts")

@@ -168,6 +168,11 @@ def serve(
         bind_host,
         bind_port,
     )
+    # The configuration's own contradictions first: they do not depend on the machine
+    # (what holds the port, whether the database answers) and no restart clears them.
+    for problem in shared_state_problems(settings, count):
+        click.echo(f"localgate: cannot start: {problem}", err=True)
+        sys.exit(1)
     if worker is None:  # a worker's supervisor checked, and holds the port
         from localgate.cli.startup import startup_problems
 
@@ -178,9 +183,6 @@ def serve(
             for problem in problems:
                 click.echo(f"localgate: cannot start: {problem}", err=True)
             sys.exit(1)
-    for problem in shared_state_problems(settings, count):
-        click.echo(f"localgate: cannot start: {problem}", err=True)
-        sys.exit(1)
     if count > 1:
         pid_file = settings.data_dir / PID_FILE
         sys.exit(serve_workers(settings, source, bind_host, bind_port, count, pid_file))
