@@ -142,6 +142,32 @@ def test_a_name_does_not_take_the_next_words_first_character(
     assert people == [name]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A greeting is not part of the name, and does not hide it.
+        ("Hi Patricia Garcia, here is the key you asked for", ["Patricia Garcia"]),
+        ("Hello Maria Z. Allen,", ["Maria Z. Allen"]),
+        ("Thanks Mark Davis for the fix", ["Mark Davis"]),
+        # Irish and Scottish surnames.
+        ("Reference letter: Susan O'Brien worked with us", ["Susan O'Brien"]),
+        ("John McDonald called twice", ["John McDonald"]),
+        ("Mr. O'Connor and Dr. MacArthur", ["O'Connor", "MacArthur"]),
+        # A greeting is no cue: what follows must still start with a first name.
+        ("Hi Product Team, the release is out", []),
+        ("Hello World", []),
+        ("Hi Patricia,", []),
+        ("The new MacBook Pro and McDonald Street", []),
+    ],
+)
+def test_english_names_after_greetings_and_with_prefixes(
+    detector: Detector, text: str, expected: list[str]
+) -> None:
+    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
+
+    assert people == expected
+
+
 def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:
     # 联系方式 is one word, not the cue 联系 and a person 方式.
     assert found(detector, "请留下联系方式，我们会回电") == []

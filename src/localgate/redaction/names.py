@@ -122,10 +122,12 @@ _EN_FIRST_NAMES = (
     "Harper|Aria|Scarlett|Layla|Nora|Hazel|Violet|Aurora|Stella|Claire|Paula|Diego|Mateo|"
     "Santiago|Valentina|Camila|Isabel|Gabriela|Fernando|Ricardo|Pedro"
 )
-_CAP = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
+# A capitalised word of a name, Irish and Scottish surnames too (O'Brien, McDonald).
+_CAP = r"(?:O'|Mc|Mac)?[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
 # One to three capitalised words: the candidates for an English name.
 _EN_CANDIDATE = re.compile(
-    r"[A-Z](?<![A-Za-z][A-Z])[a-z]+(?:[-'][A-Z][a-z]+)?(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
+    r"[A-Z](?<![A-Za-z][A-Z])(?:(?<=O)'[A-Z]|(?<=M)a?c[A-Z])?[a-z]+(?:[-'][A-Z][a-z]+)?"
+    r"(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
 )
 _EN_CUES = frozenset(
     {"name", "customer", "patient", "client", "employee", "contact", "dear", "signed", "attn",
@@ -135,6 +137,9 @@ _FIRST_NAMES = frozenset(_EN_FIRST_NAMES.split("|"))
 _EN_CUE_WORDS = tuple(sorted(_EN_CUES))
 _TITLE_WORDS = ("Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam")
 _TITLES = frozenset({*_TITLE_WORDS, "Dear"})
+# Greetings before a name ("Hi Patricia Garcia,"): not part of it, and not a cue either:
+# what follows must still start with a common first name ("Hi Product Team" is no one).
+_GREETINGS = frozenset({"Hi", "Hello", "Hey", "Thanks"})
 _EN_NOT_SURNAMES = frozenset(
     {"Street", "Road", "Avenue", "Lane", "Drive", "Team", "Support", "Inc", "Ltd", "Corp", "Monday",
      "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "The", "And", "From"}
@@ -192,7 +197,7 @@ _GATE_PATTERNS = (
     # A title right before a capitalised word, or two capitalised words in a row (an
     # initial may stand between): what _english_people needs.
     r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
-    r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?[A-Z][a-z]",
+    r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?(?:O')?[A-Z][a-z]",
     # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
     r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
     r"(?:" + _STREET_TYPES + r")\b",
@@ -556,7 +561,9 @@ def _english_people(text: str) -> Iterator[Finding]:
         words = [word for word in group.split(" ") if not word.endswith(".")]
         offset = 0
         # "Customer Patricia King": the cue word is not part of the name.
-        while words and (words[0].lower() in _EN_CUES or words[0] in _TITLES):
+        while words and (
+            words[0].lower() in _EN_CUES or words[0] in _TITLES or words[0] in _GREETINGS
+        ):
             offset = group.index(words[1]) if len(words) > 1 else len(group)
             words = words[1:]
         while words and words[-1] in _EN_NOT_SURNAMES:
