@@ -168,6 +168,27 @@ def test_english_names_after_greetings_and_with_prefixes(
     assert people == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # jieba splits these surnames off their given names, tagging the surname alone.
+        ("体检预约：董立新，身份证号已登记", ["董立新"]),
+        ("住院登记：闫娜娜，床号20-15", ["闫娜娜"]),
+        ("然后发给潘娜娜", ["潘娜娜"]),
+        ("审批由姜国庆负责", ["姜国庆"]),
+        # A surname standing alone before a common word is no name with it.
+        ("我们的佟已经准备好了", []),
+        ("他说郝不错", []),
+    ],
+)
+def test_a_surname_split_off_its_given_name_is_joined_to_it(
+    detector: Detector, text: str, expected: list[str]
+) -> None:
+    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
+
+    assert people == expected
+
+
 def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:
     # 联系方式 is one word, not the cue 联系 and a person 方式.
     assert found(detector, "请留下联系方式，我们会回电") == []

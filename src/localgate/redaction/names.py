@@ -340,6 +340,16 @@ class _Words:
 
 _WORD = itemgetter(0)
 _TAG = itemgetter(1)
+# The tags jieba gives the given name it split off a surname (志强 nrfg, 娜娜 nrt, 建华 nz,
+# 欣怡 i, 浩然 a, 国庆 t, 立新 d), and the common words with those tags that follow a
+# surname standing alone as a word instead (佟已经, 郝不错 …).
+_GIVEN_NAME_TAGS = frozenset({"nr", "nrt", "nrfg", "nz", "i", "a", "t", "d"})
+_NOT_GIVEN_NAMES = frozenset(
+    {"已经", "不错", "今天", "明天", "昨天", "现在", "非常", "马上", "一直", "也许", "可能", "已",
+     "都", "也", "还", "就", "才", "又", "再", "很", "最", "更", "不", "没", "好", "大", "小",
+     "总", "刚", "正在", "曾经", "将", "仍", "一定", "必须", "当时", "今年", "去年", "明年",
+     "以前", "之前", "之后", "后来", "目前", "刚才", "立即", "立刻", "已然", "真的", "太"}
+)  # fmt: skip
 _NAME_TAG_TEXT = re.compile(r" (?:nr|nrfg|nrt)(?= )")
 _PLACE_TAG_TEXT = re.compile(r" ns(?= )")
 _COMPOUND = re.compile("|".join(sorted(_COMPOUND_SURNAMES)))
@@ -493,6 +503,19 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
                 yield Finding(start, end + len(next_word), "PERSON", 0.85)
                 continue
         if tag not in _NAME_TAGS:
+            continue
+        # jieba splits a surname off its given name too, tagging the surname alone as a
+        # name: 董 + 立新, 闫 + 娜娜, 潘 + 娜娜.
+        if len(word) == 1 and word in _SURNAMES and index + 1 < len(tagged):
+            next_word, next_tag = tagged[index + 1]
+            if (
+                1 <= len(next_word) <= 2
+                and words.starts[index + 1] == end
+                and all("\u4e00" <= char <= "\u9fff" for char in next_word)
+                and next_tag in _GIVEN_NAME_TAGS
+                and next_word not in _NOT_GIVEN_NAMES
+            ):
+                yield Finding(start, end + len(next_word), "PERSON", 0.75)
             continue
         if len(word) == 3 and word[-1] in _GLUED and word[:2] not in _COMPOUND_SURNAMES:
             word, end = word[:2], end - 1
