@@ -127,11 +127,16 @@ def test_a_name_glued_to_its_cue_is_found(detector: Detector, text: str, name: s
         ("请给张伟回电话", "张伟"),
         ("通知王芳们明天到", "王芳"),
         # Three-character names are kept whole, also where jieba reads their last
-        # character into the next word (徐志 + 明说, 王子 + 明已).
+        # character into the next word (徐志 + 明说, 王子 + 明已), and where it is one that
+        # begins the next word elsewhere (朱思本, 王甲本 before 回电).
         ("客户张建国说他明天到", "张建国"),
         ("联系人王志强回电了", "王志强"),
         ("客户徐志明说他明天到", "徐志明"),
         ("联系人王子明已签字", "王子明"),
+        ("员工朱思本请假", "朱思本"),
+        ("请王甲本回电", "王甲本"),
+        # Cut back, 高明 would be a common word and no name at all: left whole.
+        ("客户高明回电", "高明回"),
     ],
 )
 def test_a_name_does_not_take_the_next_words_first_character(
@@ -158,6 +163,11 @@ def test_a_name_does_not_take_the_next_words_first_character(
         ("Hello World", []),
         ("Hi Patricia,", []),
         ("The new MacBook Pro and McDonald Street", []),
+        # Capitalised words before a first name are not the name, and do not hide it.
+        ("The MacBook John Smith returned has a cracked screen.", ["John Smith"]),
+        ("Order from McMaster Carr John Smith account", ["John Smith"]),
+        # The typographic apostrophe that word processors and phones write.
+        ("Patrick O\u2019Brien called", ["Patrick O\u2019Brien"]),
     ],
 )
 def test_english_names_after_greetings_and_with_prefixes(
@@ -175,10 +185,13 @@ def test_english_names_after_greetings_and_with_prefixes(
         ("体检预约：董立新，身份证号已登记", ["董立新"]),
         ("住院登记：闫娜娜，床号20-15", ["闫娜娜"]),
         ("然后发给潘娜娜", ["潘娜娜"]),
-        ("审批由姜国庆负责", ["姜国庆"]),
+        ("姜国庆，男，45岁", ["姜国庆"]),
         # A surname standing alone before a common word is no name with it.
         ("我们的佟已经准备好了", []),
         ("他说郝不错", []),
+        # Nor, in running text, before an ordinary word (婚育 + 史 + 正常, 掉 + 毛 + 特别).
+        ("患者婚育史正常，过敏史一般。", []),
+        ("猫咪掉毛特别严重", []),
     ],
 )
 def test_a_surname_split_off_its_given_name_is_joined_to_it(

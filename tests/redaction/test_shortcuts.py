@@ -201,7 +201,7 @@ NAME_PIECES = st.sampled_from(
      "北京市朝阳区建国路88号", "上海市静安区南京西路337号东方大厦702室", "2单元1202室",
      "住在", "来电", "的", "，", "。", "：", " ", "\n", "\n", "\r\n", "\u2028", "\x85",
      "\u3000", "\t", "Mr.", "Dr ", "Dear ", "customer: ", "John Smith", "Kevin Q. Jones",
-     "Patricia King", "Susan O'Brien", "Hello ",
+     "Patricia King", "Susan O'Brien", "Susan O\u2019Brien", "Hello ",
      "1600 Amphitheatre Parkway, Mountain View, CA 94043", " St",
      "The quarterly review showed that most customers like the new dashboard. ",
      "order 2024051218657353846 ", "SKU-17705608089-128G",
@@ -247,6 +247,7 @@ def test_name_shortcuts_find_what_the_rules_find_everywhere(text: str) -> None:
         ("customer:\x85Patricia King", [("Patricia King", "PERSON")]),
         # A surname with an apostrophe after its first letter wakes the English rule.
         ("Reference letter: Susan O'Brien worked here", [("Susan O'Brien", "PERSON")]),
+        ("Reference letter: Susan O\u2019Brien worked", [("Susan O\u2019Brien", "PERSON")]),
     ],
 )
 def test_shortcuts_do_not_skip_real_names(text: str, expected: list[tuple[str, str]]) -> None:
@@ -331,14 +332,29 @@ def reference_english_people(text: str) -> list[Finding]:
             words = words[1:]
         while words and words[-1] in names._EN_NOT_SURNAMES:
             words.pop()
-        if not words or words[0] in names._EN_NOT_SURNAMES or words[0] in names._TITLES:
+        if not words:
             continue
         start = match.start() + offset
         before = text[max(0, start - 16) : start]
+        usable = words[0] not in names._EN_NOT_SURNAMES and words[0] not in names._TITLES
         first_named = words[0] in names._FIRST_NAMES
-        named = len(words) > 1 and (first_named or after_cue(before.lower()))
-        if not named and not after_title(before):
-            continue
+        named = usable and len(words) > 1 and (first_named or after_cue(before.lower()))
+        if not named and not (usable and after_title(before)):
+            # The name starts at the first common first name that has a word after it.
+            spans = [
+                (m.group(), match.start() + m.start())
+                for m in re.finditer(r"[^ ]+", match.group())
+                if not m.group().endswith(".") and match.start() + m.start() >= start
+            ]
+            later = [
+                k
+                for k, (word, _) in enumerate(spans[: len(words)])
+                if 0 < k < len(words) - 1 and word in names._FIRST_NAMES
+            ]
+            if not later:
+                continue
+            start = spans[later[0]][1]
+            words = words[later[0] :]
         end = match.start() + match.group().rfind(words[-1]) + len(words[-1])
         found.append(Finding(start, end, "PERSON", 0.8))
     return found
@@ -347,7 +363,7 @@ def reference_english_people(text: str) -> list[Finding]:
 ENGLISH_PIECES = st.sampled_from(
     [*names._TITLE_WORDS, "Dear", *sorted(names._EN_CUES), "Customer", "NAME", "Street",
      "The", "Friday", "John", "Smith", "Patricia", "King", "Q.", "O'Neil", "Smith-Jones",
-     "Hi", "Hello", "Thanks", "McDonald", "MacBook", "O'", "Mc", "Mac",
+     "Hi", "Hello", "Thanks", "McDonald", "MacBook", "O'", "O\u2019", "Mc", "Mac", "Partner",
      "Wang", "Fang", "Mrs", "xMr", "_Dr", "1Dr", "张Mr", "é", "Zoë", " ", " ", "  ", ".",
      ". ", ":", ",", "-", ": ", "\n", "\t", "\u2028", "\x85", "\x1c", "\u00a0", "\u3000",
      "a", "b", "says", "called"]

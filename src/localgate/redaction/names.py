@@ -52,15 +52,23 @@ _NOT_NAMES = frozenset(
      "荣耀", "黄金周", "阳光", "高新", "金融", "文化", "高端", "高速", "明天", "明年", "周末",
      "周年", "温度", "温馨", "华为", "平安", "康复", "安装", "常见", "史上", "严重", "包装"}
 )  # fmt: skip
-# jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说), and a
-# cue's pattern takes up to two characters after the surname (客户张伟回电, 联系人王芳电话):
-# a three-character "name" ending in one of these, characters that begin the words that
-# follow names and rarely end a given name, is cut back to two characters. A character
-# that often ends one (明, 子: 徐志明说 is 徐志 + 明说 to jieba) is not cut.
+# jieba's HMM sometimes glues the next verb or particle onto a name (张伟住, 李娜说): a
+# three-character "name" ending in one of these is cut back to two characters.
 _GLUED = frozenset(
     "住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫反投致办咨询申表希需想"
-    "已曾将还又再能可于先女小经老医主同使登用确签回们电手您你本盖"
+    "已曾将还又再能可于先女小经老医主同使登用确签们"
 )
+# Characters that end given names too (朱思本, 李国电) but, before these, begin the word
+# that follows a name instead: 张伟回电, 王芳电话, 李娜本人, 联系人王芳您好. Cut only there.
+_GLUED_BEFORE = {
+    "回": tuple("电复拨访来家信款去到"),
+    "电": tuple("话邮联"),
+    "手": ("机",),
+    "本": tuple("人月周次年"),
+    "盖": ("章",),
+    "您": ("好",),
+    "你": ("好",),
+}
 # Roles that introduce a name (客户彭志强, 联系人：欧阳娜娜) and titles that follow one.
 _NAME_CUES = (
     "客户", "用户", "患者", "病人", "联系人", "姓名", "员工", "经办人", "申请人", "收件人",
@@ -123,10 +131,10 @@ _EN_FIRST_NAMES = (
     "Santiago|Valentina|Camila|Isabel|Gabriela|Fernando|Ricardo|Pedro"
 )
 # A capitalised word of a name, Irish and Scottish surnames too (O'Brien, McDonald).
-_CAP = r"(?:O'|Mc|Mac)?[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
+_CAP = r"(?:O['\u2019]|Mc|Mac)?[A-Z][a-z]+(?:[-'\u2019][A-Z][a-z]+)?"
 # One to three capitalised words: the candidates for an English name.
 _EN_CANDIDATE = re.compile(
-    r"[A-Z](?<![A-Za-z][A-Z])(?:(?<=O)'[A-Z]|(?<=M)a?c[A-Z])?[a-z]+(?:[-'][A-Z][a-z]+)?"
+    r"[A-Z](?<![A-Za-z][A-Z])(?:(?<=O)['\u2019][A-Z]|(?<=M)a?c[A-Z])?[a-z]+(?:[-'\u2019][A-Z][a-z]+)?"
     r"(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
 )
 _EN_CUES = frozenset(
@@ -197,7 +205,7 @@ _GATE_PATTERNS = (
     # A title right before a capitalised word, or two capitalised words in a row (an
     # initial may stand between): what _english_people needs.
     r"(?:Mr|Mrs|Ms|Miss|Dr|Prof|Sir|Madam)\.?" + _WHITESPACE + r"+[A-Z]"
-    r"|[A-Z][a-z]+(?:[-'][A-Z][a-z]+)? (?:[A-Z]\. )?(?:O')?[A-Z][a-z]",
+    r"|[A-Z][a-z]+(?:[-'\x{2019}][A-Z][a-z]+)? (?:[A-Z]\. )?(?:O['\x{2019}])?[A-Z][a-z]",
     # _EN_ADDRESS without its look-behind, with \b ASCII-only (weaker).
     r"[0-9]{1,6}" + _WHITESPACE + r"+(?:[A-Z][A-Za-z]+" + _WHITESPACE + r"+){1,4}"
     r"(?:" + _STREET_TYPES + r")\b",
@@ -341,9 +349,12 @@ class _Words:
 _WORD = itemgetter(0)
 _TAG = itemgetter(1)
 # The tags jieba gives the given name it split off a surname (志强 nrfg, 娜娜 nrt, 建华 nz,
-# 欣怡 i, 浩然 a, 国庆 t, 立新 d), and the common words with those tags that follow a
-# surname standing alone as a word instead (佟已经, 郝不错 …).
-_GIVEN_NAME_TAGS = frozenset({"nr", "nrt", "nrfg", "nz", "i", "a", "t", "d"})
+# 欣怡 i); and those of given names that are also ordinary words (浩然 a, 立新 d, 国庆 t),
+# which count only where nothing Chinese comes before the surname (a form's field, a
+# list, a CSV cell): in running text 史 + 正常 is 婚育史正常 and 毛 + 特别 is 掉毛特别. The
+# common words with those tags that follow a lone surname (佟已经, 郝不错 …) never count.
+_GIVEN_NAME_TAGS = frozenset({"nr", "nrt", "nrfg", "nz", "i"})
+_WORD_LIKE_GIVEN_NAME_TAGS = frozenset({"a", "d", "t"})
 _NOT_GIVEN_NAMES = frozenset(
     {"已经", "不错", "今天", "明天", "昨天", "现在", "非常", "马上", "一直", "也许", "可能", "已",
      "都", "也", "还", "就", "才", "又", "再", "很", "最", "更", "不", "没", "好", "大", "小",
@@ -421,13 +432,27 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
                 words, match.start(), start, name
             ):
                 continue
-            while len(name) > 2 and name[-1] in _GLUED:
-                name = name[:-1]
+            name = _unglued(text, start, name)
             if name in _NOT_NAMES or name.endswith(_NOT_PERSON_ENDINGS):
                 continue
             if any(word in text[start : start + len(name) + 8] for word in _ORGANISATION_WORDS):
                 continue  # 成都锦程物流有限公司 is a company
             yield Finding(start, start + len(name), "PERSON", score)
+
+
+def _unglued(text: str, start: int, name: str) -> str:
+    """``name`` (at ``start`` in ``text``) without the characters the next word lent it;
+    but never cut into a common word (客户高明回电: 高明回 is a name, 高明 alone is not)."""
+    cut = name
+    while len(cut) > 2:
+        last = cut[-1]
+        follows = _GLUED_BEFORE.get(last)
+        if last in _GLUED:
+            pass
+        elif follows is None or not text.startswith(follows, start + len(cut)):
+            break
+        cut = cut[:-1]
+    return name if cut in _NOT_NAMES else cut
 
 
 def _glued_to_cue(words: _Words, cue_start: int, start: int, name: str) -> bool:
@@ -512,13 +537,20 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
                 1 <= len(next_word) <= 2
                 and words.starts[index + 1] == end
                 and all("\u4e00" <= char <= "\u9fff" for char in next_word)
-                and next_tag in _GIVEN_NAME_TAGS
                 and next_word not in _NOT_GIVEN_NAMES
+                and (
+                    next_tag in _GIVEN_NAME_TAGS
+                    or (
+                        next_tag in _WORD_LIKE_GIVEN_NAME_TAGS
+                        and (start == 0 or _CJK.match(text, start - 1) is None)
+                    )
+                )
             ):
                 yield Finding(start, end + len(next_word), "PERSON", 0.75)
             continue
-        if len(word) == 3 and word[-1] in _GLUED and word[:2] not in _COMPOUND_SURNAMES:
-            word, end = word[:2], end - 1
+        if len(word) == 3 and word[:2] not in _COMPOUND_SURNAMES:
+            word = _unglued(text, start, word)
+            end = start + len(word)
         if word in _NOT_NAMES or not 2 <= len(word) <= 4 or len(set(word)) == 1:
             continue
         if word.endswith(_NOT_PERSON_ENDINGS):
@@ -591,17 +623,43 @@ def _english_people(text: str) -> Iterator[Finding]:
             words = words[1:]
         while words and words[-1] in _EN_NOT_SURNAMES:
             words.pop()
-        if not words or words[0] in _EN_NOT_SURNAMES or words[0] in _TITLES:
+        if not words:
             continue
         start = match.start() + offset
         before = text[max(0, start - 16) : start]
         # Two or more words, the first a common first name or right after a cue word
         # ("customer: …"); or a title, which vouches even for one word ("Mr. Smith").
-        named = len(words) > 1 and (words[0] in _FIRST_NAMES or _after_cue(before.lower()))
-        if not named and not _after_title(before):
-            continue
+        usable = words[0] not in _EN_NOT_SURNAMES and words[0] not in _TITLES
+        named = (
+            usable and len(words) > 1 and (words[0] in _FIRST_NAMES or _after_cue(before.lower()))
+        )
+        if not named and not (usable and _after_title(before)):
+            # Capitalised words before a name are not part of it ("The MacBook John Smith
+            # returned", "Partner John Smith"): it starts at a common first name.
+            later = _first_name_within(words)
+            if later is None:
+                continue
+            start = match.start() + _word_at(group, words[later], start - match.start())
+            words = words[later:]
         end = match.start() + group.rfind(words[-1]) + len(words[-1])
         yield Finding(start, end, "PERSON", 0.8)
+
+
+def _first_name_within(words: list[str]) -> int | None:
+    """The index of the first common first name after ``words[0]`` with a word after it."""
+    for index in range(1, len(words) - 1):
+        if words[index] in _FIRST_NAMES:
+            return index
+    return None
+
+
+def _word_at(group: str, word: str, after: int) -> int:
+    """Where ``word`` stands as a whole word in ``group`` (words split by single spaces),
+    after offset ``after``."""
+    at = group.find(" " + word, after)
+    while at >= 0 and group[at + 1 + len(word) : at + 2 + len(word)] not in ("", " "):
+        at = group.find(" " + word, at + 1)
+    return at + 1
 
 
 def _after_title(before: str) -> bool:
