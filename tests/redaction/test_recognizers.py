@@ -166,6 +166,10 @@ def test_a_name_does_not_take_the_next_words_first_character(
         # Capitalised words before a first name are not the name, and do not hide it.
         ("The MacBook John Smith returned has a cracked screen.", ["John Smith"]),
         ("Order from McMaster Carr John Smith account", ["John Smith"]),
+        ("New Apple MacBook Mary Jones returned it", ["Mary Jones"]),
+        # ... but a first name inside a title-case phrase is not a name.
+        ("San Jose Medical Center", []),
+        ("Your Bill Is Ready", []),
         # The typographic apostrophe that word processors and phones write.
         ("Patrick O\u2019Brien called", ["Patrick O\u2019Brien"]),
     ],
@@ -189,9 +193,11 @@ def test_english_names_after_greetings_and_with_prefixes(
         # A surname standing alone before a common word is no name with it.
         ("我们的佟已经准备好了", []),
         ("他说郝不错", []),
-        # Nor, in running text, before an ordinary word (婚育 + 史 + 正常, 掉 + 毛 + 特别).
+        # Nor, in running text, before an ordinary word (婚育 + 史 + 正常, 掉 + 毛 + 特别),
+        # or after a list's bullet.
         ("患者婚育史正常，过敏史一般。", []),
         ("猫咪掉毛特别严重", []),
+        ("1. 毛特别多怎么办", []),
     ],
 )
 def test_a_surname_split_off_its_given_name_is_joined_to_it(
@@ -200,6 +206,13 @@ def test_a_surname_split_off_its_given_name_is_joined_to_it(
     people = [value for value, kind in found(detector, text) if kind == "PERSON"]
 
     assert people == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["客户明天再来电话", "客户方便的话请回电", "用户明白了", "患者严重的过敏史"]
+)
+def test_a_cue_before_a_common_word_finds_no_name(detector: Detector, text: str) -> None:
+    assert [value for value, kind in found(detector, text) if kind == "PERSON"] == []
 
 
 def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:

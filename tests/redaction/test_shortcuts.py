@@ -340,7 +340,8 @@ def reference_english_people(text: str) -> list[Finding]:
         first_named = words[0] in names._FIRST_NAMES
         named = usable and len(words) > 1 and (first_named or after_cue(before.lower()))
         if not named and not (usable and after_title(before)):
-            # The name starts at the first common first name that has a word after it.
+            # The name starts at the first common first name followed only by first
+            # names and one surname.
             spans = [
                 (m.group(), match.start() + m.start())
                 for m in re.finditer(r"[^ ]+", match.group())
@@ -349,7 +350,9 @@ def reference_english_people(text: str) -> list[Finding]:
             later = [
                 k
                 for k, (word, _) in enumerate(spans[: len(words)])
-                if 0 < k < len(words) - 1 and word in names._FIRST_NAMES
+                if 0 < k < len(words) - 1
+                and word in names._FIRST_NAMES
+                and set(words[k + 1 : -1]) <= names._FIRST_NAMES
             ]
             if not later:
                 continue

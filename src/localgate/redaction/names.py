@@ -56,11 +56,13 @@ _NOT_NAMES = frozenset(
 # three-character "name" ending in one of these is cut back to two characters.
 _GLUED = frozenset(
     "住在说和是的了也都就要会来去到把被给让对向从跟与及等请问称讲写打发告叫反投致办咨询申表希需想"
-    "已曾将还又再能可于先女小经老医主同使登用确签们"
+    "已曾将还又再能可于先女小经老医主同使登用确签"
 )
 # Characters that end given names too (朱思本, 李国电) but, before these, begin the word
-# that follows a name instead: 张伟回电, 王芳电话, 李娜本人, 联系人王芳您好. Cut only there.
+# that follows a name instead: 张伟回电, 王芳电话, 李娜本人, 联系人王芳您好. Cut only there,
+# and never into a common word (客户高明回电 keeps 高明回: see _unglued).
 _GLUED_BEFORE = {
+    "们": ("",),  # whatever follows: no name ends in it (张伟们)
     "回": tuple("电复拨访来家信款去到"),
     "电": tuple("话邮联"),
     "手": ("机",),
@@ -132,10 +134,11 @@ _EN_FIRST_NAMES = (
 )
 # A capitalised word of a name, Irish and Scottish surnames too (O'Brien, McDonald).
 _CAP = r"(?:O['\u2019]|Mc|Mac)?[A-Z][a-z]+(?:[-'\u2019][A-Z][a-z]+)?"
-# One to three capitalised words: the candidates for an English name.
+# One to six capitalised words: the candidates for an English name (six: a name after
+# other capitalised words, "New Apple MacBook Mary Jones returned it").
 _EN_CANDIDATE = re.compile(
     r"[A-Z](?<![A-Za-z][A-Z])(?:(?<=O)['\u2019][A-Z]|(?<=M)a?c[A-Z])?[a-z]+(?:[-'\u2019][A-Z][a-z]+)?"
-    r"(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,3}\b"
+    r"(?:(?: [A-Z]\.)?[ ]" + _CAP + r"){0,5}\b"
 )
 _EN_CUES = frozenset(
     {"name", "customer", "patient", "client", "employee", "contact", "dear", "signed", "attn",
@@ -350,8 +353,8 @@ _WORD = itemgetter(0)
 _TAG = itemgetter(1)
 # The tags jieba gives the given name it split off a surname (志强 nrfg, 娜娜 nrt, 建华 nz,
 # 欣怡 i); and those of given names that are also ordinary words (浩然 a, 立新 d, 国庆 t),
-# which count only where nothing Chinese comes before the surname (a form's field, a
-# list, a CSV cell): in running text 史 + 正常 is 婚育史正常 and 毛 + 特别 is 掉毛特别. The
+# which count only where the surname starts a field (after a form's label, in a CSV
+# cell): in running text 史 + 正常 is 婚育史正常 and 毛 + 特别 is 掉毛特别. The
 # common words with those tags that follow a lone surname (佟已经, 郝不错 …) never count.
 _GIVEN_NAME_TAGS = frozenset({"nr", "nrt", "nrfg", "nz", "i"})
 _WORD_LIKE_GIVEN_NAME_TAGS = frozenset({"a", "d", "t"})
@@ -443,16 +446,18 @@ def _cued_people(text: str, words: _Words, cued: bool, titled: bool) -> Iterator
 def _unglued(text: str, start: int, name: str) -> str:
     """``name`` (at ``start`` in ``text``) without the characters the next word lent it;
     but never cut into a common word (客户高明回电: 高明回 is a name, 高明 alone is not)."""
-    cut = name
+    cut, lent = name, False
     while len(cut) > 2:
         last = cut[-1]
         follows = _GLUED_BEFORE.get(last)
-        if last in _GLUED:
-            pass
-        elif follows is None or not text.startswith(follows, start + len(cut)):
-            break
+        if last not in _GLUED:
+            if follows is None or not text.startswith(follows, start + len(cut)):
+                break
+            lent = True
         cut = cut[:-1]
-    return name if cut in _NOT_NAMES else cut
+    # A glued verb or particle cut off a common word leaves no name (客户明天再来: 明天,
+    # dropped by the caller); a character that also ends given names does not decide it.
+    return name if lent and cut in _NOT_NAMES else cut
 
 
 def _glued_to_cue(words: _Words, cue_start: int, start: int, name: str) -> bool:
@@ -540,10 +545,7 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
                 and next_word not in _NOT_GIVEN_NAMES
                 and (
                     next_tag in _GIVEN_NAME_TAGS
-                    or (
-                        next_tag in _WORD_LIKE_GIVEN_NAME_TAGS
-                        and (start == 0 or _CJK.match(text, start - 1) is None)
-                    )
+                    or (next_tag in _WORD_LIKE_GIVEN_NAME_TAGS and _field_starts_at(text, start))
                 )
             ):
                 yield Finding(start, end + len(next_word), "PERSON", 0.75)
@@ -558,6 +560,19 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
         has_surname = word[:2] in _COMPOUND_SURNAMES or word[0] in _SURNAMES
         if has_surname and all("\u4e00" <= char <= "\u9fff" for char in word):
             yield Finding(start, end, "PERSON", 0.8 if len(word) > 2 else 0.75)
+
+
+def _field_starts_at(text: str, start: int) -> bool:
+    """Whether a field, list item or cell starts at ``start``: the text's or a line's
+    start, or a separator before it (spaces aside)."""
+    index = start - 1
+    while index >= 0 and text[index] in " \t\u3000":
+        index -= 1
+    return index < 0 or text[index] in _FIELD_SEPARATORS
+
+
+# What ends a line, a form's label, a list's item or a table's cell before a value.
+_FIELD_SEPARATORS = frozenset(":：,，、;；|=\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def _chinese_addresses(words: _Words) -> Iterator[Finding]:
@@ -646,9 +661,13 @@ def _english_people(text: str) -> Iterator[Finding]:
 
 
 def _first_name_within(words: list[str]) -> int | None:
-    """The index of the first common first name after ``words[0]`` with a word after it."""
+    """Where a name ends ``words`` after other capitalised words: the index of the first
+    common first name after ``words[0]`` that only first names and one surname follow
+    ("The MacBook Mary Ann Smith"; not "San Jose Medical Center", "Your Bill Is Ready")."""
     for index in range(1, len(words) - 1):
-        if words[index] in _FIRST_NAMES:
+        if words[index] in _FIRST_NAMES and all(
+            word in _FIRST_NAMES for word in words[index + 1 : -1]
+        ):
             return index
     return None
 
