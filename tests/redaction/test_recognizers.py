@@ -16,6 +16,11 @@ def found(detector: Detector, text: str) -> list[tuple[str, str]]:
     return [(text[f.start : f.end], f.type) for f in detector.detect(text)]
 
 
+def people(detector: Detector, text: str) -> list[str]:
+    """The PERSON values found in ``text``."""
+    return [value for value, kind in found(detector, text) if kind == "PERSON"]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -142,9 +147,7 @@ def test_a_name_glued_to_its_cue_is_found(detector: Detector, text: str, name: s
 def test_a_name_does_not_take_the_next_words_first_character(
     detector: Detector, text: str, name: str
 ) -> None:
-    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
-
-    assert people == [name]
+    assert people(detector, text) == [name]
 
 
 @pytest.mark.parametrize(
@@ -177,9 +180,7 @@ def test_a_name_does_not_take_the_next_words_first_character(
 def test_english_names_after_greetings_and_with_prefixes(
     detector: Detector, text: str, expected: list[str]
 ) -> None:
-    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
-
-    assert people == expected
+    assert people(detector, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -203,16 +204,14 @@ def test_english_names_after_greetings_and_with_prefixes(
 def test_a_surname_split_off_its_given_name_is_joined_to_it(
     detector: Detector, text: str, expected: list[str]
 ) -> None:
-    people = [value for value, kind in found(detector, text) if kind == "PERSON"]
-
-    assert people == expected
+    assert people(detector, text) == expected
 
 
 @pytest.mark.parametrize(
     "text", ["客户明天再来电话", "客户方便的话请回电", "用户明白了", "患者严重的过敏史"]
 )
 def test_a_cue_before_a_common_word_finds_no_name(detector: Detector, text: str) -> None:
-    assert [value for value, kind in found(detector, text) if kind == "PERSON"] == []
+    assert people(detector, text) == []
 
 
 def test_a_word_that_holds_a_whole_cue_is_not_a_name(detector: Detector) -> None:
