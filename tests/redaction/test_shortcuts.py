@@ -326,7 +326,7 @@ def reference_english_people(text: str) -> list[Finding]:
         while words and (
             words[0].lower() in names._EN_CUES
             or words[0] in names._TITLES
-            or words[0] in names._GREETINGS
+            or (words[0] in names._GREETINGS and len(words) > 1)
         ):
             offset = match.group().index(words[1]) if len(words) > 1 else len(match.group())
             words = words[1:]

@@ -150,6 +150,8 @@ _TITLE_WORDS = ("Mr", "Mrs", "Ms", "Miss", "Dr", "Prof", "Sir", "Madam")
 _TITLES = frozenset({*_TITLE_WORDS, "Dear"})
 # Greetings before a name ("Hi Patricia Garcia,"): not part of it, and not a cue either:
 # what follows must still start with a common first name ("Hi Product Team" is no one).
+# Alone, a greeting is a word like any other (after a title, "Mr Hi" is taken for a name,
+# as one capitalised word after a title always is).
 _GREETINGS = frozenset({"Hi", "Hello", "Hey", "Thanks"})
 _EN_NOT_SURNAMES = frozenset(
     {"Street", "Road", "Avenue", "Lane", "Drive", "Team", "Support", "Inc", "Ltd", "Corp", "Monday",
@@ -541,7 +543,7 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
             if (
                 1 <= len(next_word) <= 2
                 and words.starts[index + 1] == end
-                and all("\u4e00" <= char <= "\u9fff" for char in next_word)
+                and _ideographs(next_word)
                 and next_word not in _NOT_GIVEN_NAMES
                 and (
                     next_tag in _GIVEN_NAME_TAGS
@@ -558,8 +560,13 @@ def _chinese_people(text: str, words: _Words, compound: bool = True) -> Iterator
         if word.endswith(_NOT_PERSON_ENDINGS):
             continue
         has_surname = word[:2] in _COMPOUND_SURNAMES or word[0] in _SURNAMES
-        if has_surname and all("\u4e00" <= char <= "\u9fff" for char in word):
+        if has_surname and _ideographs(word):
             yield Finding(start, end, "PERSON", 0.8 if len(word) > 2 else 0.75)
+
+
+def _ideographs(word: str) -> bool:
+    """Whether ``word`` is all CJK unified ideographs (what a Chinese name is written in)."""
+    return all("\u4e00" <= char <= "\u9fff" for char in word)
 
 
 def _field_starts_at(text: str, start: int) -> bool:
@@ -632,7 +639,9 @@ def _english_people(text: str) -> Iterator[Finding]:
         offset = 0
         # "Customer Patricia King": the cue word is not part of the name.
         while words and (
-            words[0].lower() in _EN_CUES or words[0] in _TITLES or words[0] in _GREETINGS
+            words[0].lower() in _EN_CUES
+            or words[0] in _TITLES
+            or (words[0] in _GREETINGS and len(words) > 1)
         ):
             offset = group.index(words[1]) if len(words) > 1 else len(group)
             words = words[1:]
